@@ -1,0 +1,27 @@
+// Per-element formulas used by both the CPU and the CUDA kernels, so that the
+// CPU path tests the same arithmetic the GPU path runs.
+#pragma once
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define DLMSVDD_HD __host__ __device__ __forceinline__
+#else
+#define DLMSVDD_HD inline
+#endif
+
+namespace dlmsvdd {
+
+// Squared distance from norms and a dot product, clamped at 0 because rounding
+// can push the difference of nearly equal points slightly below zero.
+template <typename T>
+DLMSVDD_HD T sq_distance_from_dot(T x_norm2, T y_norm2, T dot) {
+  T d = x_norm2 + y_norm2 - T(2) * dot;
+  return d > T(0) ? d : T(0);
+}
+
+template <typename T>
+DLMSVDD_HD T rbf_from_sq_distance(T sq_dist, T gamma) {
+  return exp(-gamma * sq_dist);
+}
+
+}  // namespace dlmsvdd

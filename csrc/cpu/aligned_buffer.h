@@ -1,0 +1,40 @@
+// A zero-initialised, 64-byte aligned scratch array for packed panels.
+#pragma once
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace dlmsvdd::cpu {
+
+template <typename T>
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t n) : n_(n) {
+    size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
+    if (bytes == 0) bytes = 64;
+    data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
+    if (!data_) throw std::bad_alloc();
+    std::memset(data_, 0, bytes);
+  }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), n_(o.n_) { o.data_ = nullptr; o.n_ = 0; }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~AlignedBuffer() { std::free(data_); }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return data_[i]; }
+
+ private:
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace dlmsvdd::cpu

@@ -1,0 +1,4 @@
+// The CPU kernels for one instruction set; CMakeLists.txt sets this file's flags.
+#define DLMSVDD_ISA_NS isa_generic
+#define DLMSVDD_VEC_BYTES 16
+#include "cpu/rbf_cpu_impl.h"

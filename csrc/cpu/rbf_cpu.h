@@ -1,0 +1,38 @@
+// CPU RBF kernels, compiled once per instruction set and chosen at run time.
+#pragma once
+#include <string>
+
+#include "common/params.h"
+
+namespace dlmsvdd::cpu {
+
+enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+
+const char* isa_name(Isa isa);
+Isa best_supported_isa();
+Isa active_isa();
+// Selects a (supported) instruction set; used by tests to cover every path.
+void set_active_isa(Isa isa);
+
+// out = K(X, Y) @ V.
+template <typename T>
+void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args);
+
+// out = K(X, Y) (or squared distances). Few columns take a row-streaming path.
+template <typename T>
+void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args);
+
+}  // namespace dlmsvdd::cpu
+
+// Declarations of the per-instruction-set entry points.
+#define DLMSVDD_DECLARE_ISA(ns)                                                       \
+  namespace dlmsvdd::cpu::ns {                                                        \
+  template <typename T>                                                               \
+  void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args);          \
+  template <typename T>                                                               \
+  void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args);              \
+  }
+DLMSVDD_DECLARE_ISA(isa_generic)
+DLMSVDD_DECLARE_ISA(isa_avx2)
+DLMSVDD_DECLARE_ISA(isa_avx512)
+#undef DLMSVDD_DECLARE_ISA

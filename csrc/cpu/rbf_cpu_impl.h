@@ -1,0 +1,376 @@
+// RBF kernel-vector products and Gram matrices on the CPU. Included by
+// isa/<name>.cpp with DLMSVDD_ISA_NS and DLMSVDD_VEC_BYTES defined; the file's
+// compiler flags pick the instructions. OpenMP threads over row blocks.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "common/params.h"
+#include "common/rbf_math.h"
+#include "cpu/aligned_buffer.h"
+#include "cpu/rbf_cpu.h"
+
+namespace dlmsvdd::cpu::DLMSVDD_ISA_NS {
+
+#include "cpu/simd.h"
+#include "cpu/rbf_tiles.h"
+
+namespace {
+
+template <typename T>
+using Tile = VecOf<T>[TileShape<T>::MR][TileShape<T>::NV];
+
+// Y (or X, when symmetric) packed once in NR-wide panels.
+template <typename T>
+struct PackedColumns {
+  int64_t n_pad;
+  AlignedBuffer<T> panels, norms;
+  PackedColumns(const T* y, int64_t ldy, int64_t ny, int64_t d)
+      : n_pad(round_up(ny, TileShape<T>::NR)), panels(n_pad * d), norms(n_pad) {
+    constexpr int NR = TileShape<T>::NR;
+#pragma omp parallel for schedule(static)
+    for (int64_t q = 0; q < n_pad / NR; ++q)
+      pack_panel<T, NR>(y, ldy, q * NR, ny, d, panels.data() + q * d * NR, norms.data() + q * NR);
+  }
+  const T* panel(int64_t j0, int64_t d) const { return panels.data() + j0 * d; }
+};
+
+// One thread's block of X rows packed in MR-high panels.
+template <typename T>
+struct RowBlock {
+  AlignedBuffer<T> panels, norms;
+  int64_t begin = 0, rows = 0, n_panels = 0;
+  RowBlock(int64_t mc, int64_t d) : panels(mc * d), norms(mc) {}
+  void pack(const RbfProblem<T>& pb, int64_t block_begin, int64_t mc) {
+    constexpr int MR = TileShape<T>::MR;
+    begin = block_begin;
+    rows = std::min(mc, pb.nx - begin);
+    n_panels = (rows + MR - 1) / MR;
+    for (int64_t q = 0; q < n_panels; ++q)
+      pack_panel<T, MR>(pb.x, pb.ldx, begin + q * MR, pb.nx, pb.d, panels.data() + q * pb.d * MR,
+                        norms.data() + q * MR);
+  }
+  // Kernel (or distance) tile of panel q against the column panel at j0.
+  void tile(const PackedColumns<T>& cols, int64_t q, int64_t j0, int64_t d, T gamma,
+            bool distances_only, Tile<T>& acc) const {
+    constexpr int MR = TileShape<T>::MR;
+    dot_tile<T>(panels.data() + q * d * MR, cols.panel(j0, d), d, acc);
+    tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
+  }
+};
+
+// rowacc[r][c] += sum over the tile's columns of K[r][j] * vt[c][j] (vector partial sums).
+template <typename T>
+inline void accumulate_rows(const Tile<T>& kt, const T* vt, int64_t ldvt, int64_t k, T* rowacc) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  for (int64_t c = 0; c < k; ++c) {
+    VecOf<T> vv[NV];
+    for (int v = 0; v < NV; ++v) vv[v] = vload(vt + c * ldvt + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      VecOf<T> s = kt[r][0] * vv[0];
+      for (int v = 1; v < NV; ++v) s += kt[r][v] * vv[v];
+      T* ra = rowacc + (r * k + c) * W;
+      vstore(ra, vload(ra) + s);
+    }
+  }
+}
+
+// colacc[c][j] += sum over the tile's rows of K[r][j] * vt[c][i0 + r]: the
+// transposed contribution of a tile above the diagonal.
+template <typename T>
+inline void accumulate_columns(const Tile<T>& kt, const T* vt_rows, int64_t ldvt, int64_t k,
+                               T* colacc) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  for (int64_t c = 0; c < k; ++c) {
+    VecOf<T> cv[NV] = {};
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const VecOf<T> vi = vbroadcast(vt_rows[c * ldvt + r]);
+      for (int v = 0; v < NV; ++v) cv[v] += kt[r][v] * vi;
+    }
+    for (int v = 0; v < NV; ++v) {
+      T* ca = colacc + c * ldvt + v * W;
+      vstore(ca, vload(ca) + cv[v]);
+    }
+  }
+}
+
+// Keeps entries with column j > row i (strict) or j >= i, zeroes the rest.
+template <typename T>
+inline void mask_triangle(Tile<T>& kt, int64_t i0, int64_t j0, bool strict) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  using I = typename Simd<T>::I;
+  using Int = typename Simd<T>::Int;
+  I iota;
+  for (int l = 0; l < W; ++l) iota[l] = l;
+  const VecOf<T> zero = {};
+  for (int r = 0; r < MR; ++r) {
+    const Int i = static_cast<Int>(i0 + r);
+    for (int v = 0; v < NV; ++v) {
+      const I j = iota + static_cast<Int>(j0 + v * W);
+      kt[r][v] = (strict ? (j > i) : (j >= i)) ? kt[r][v] : zero;
+    }
+  }
+}
+
+// Horizontal sums of a block's vector row accumulators into dst[i * ld_i + c * ld_c].
+template <typename T>
+void flush_rows(const T* rowacc, int64_t rows, int64_t k, T* dst, int64_t ld_i, int64_t ld_c,
+                bool add) {
+  constexpr int W = Simd<T>::W;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      const T s = vsum<T>(vload(rowacc + (r * k + c) * W));
+      T& o = dst[r * ld_i + c * ld_c];
+      o = add ? o + s : s;
+    }
+}
+
+// V transposed to vt[c][j] and zero padded to n_pad columns.
+template <typename T>
+AlignedBuffer<T> transpose_v(const MatvecArgs<T>& mv, int64_t ny, int64_t n_pad) {
+  AlignedBuffer<T> vt(mv.k * n_pad);
+  for (int64_t j = 0; j < ny; ++j)
+    for (int64_t c = 0; c < mv.k; ++c) vt[c * n_pad + j] = mv.v[j * mv.ldv + c];
+  return vt;
+}
+
+// out += K row updates for a tile, for V wider than kFusedColumns.
+template <typename T>
+void tile_row_updates(const Tile<T>& kt, int64_t i0, int64_t j0, const RbfProblem<T>& pb,
+                      const MatvecArgs<T>& mv) {
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, W = Simd<T>::W;
+  alignas(64) T buf[MR * NR];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < TileShape<T>::NV; ++v) vstore(buf + r * NR + v * W, kt[r][v]);
+  const int64_t k = mv.k;
+  for (int r = 0; r < MR && i0 + r < pb.nx; ++r) {
+    T* o = mv.out + (i0 + r) * mv.ldo;
+    for (int jj = 0; jj < NR && j0 + jj < pb.ny; ++jj) {
+      const VecOf<T> kv = vbroadcast(buf[r * NR + jj]);
+      const T* vrow = mv.v + (j0 + jj) * mv.ldv;
+      int64_t c = 0;
+      for (; c + W <= k; c += W) vstore(o + c, vload(o + c) + kv * vload(vrow + c));
+      for (; c < k; ++c) o[c] += buf[r * NR + jj] * vrow[c];
+    }
+  }
+}
+
+// Every tile of K(X, Y); each thread owns whole row blocks of out.
+template <typename T>
+void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, W = Simd<T>::W;
+  const PackedColumns<T> cols(pb.y, pb.ldy, pb.ny, pb.d);
+  const bool fused = mv.k <= kFusedColumns;
+  const AlignedBuffer<T> vt = fused ? transpose_v(mv, pb.ny, cols.n_pad) : AlignedBuffer<T>();
+  const int64_t mc = row_block<T>(pb.nx, pb.d, omp_get_max_threads());
+  const int64_t n_blocks = (pb.nx + mc - 1) / mc;
+#pragma omp parallel
+  {
+    RowBlock<T> block(mc, pb.d);
+    AlignedBuffer<T> rowacc(fused ? mc * mv.k * W : 0);
+    Tile<T> kt;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      block.pack(pb, b * mc, mc);
+      if (fused) {
+        std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
+      } else {
+        for (int64_t r = 0; r < block.rows; ++r)
+          std::fill(mv.out + (block.begin + r) * mv.ldo, mv.out + (block.begin + r) * mv.ldo + mv.k, T(0));
+      }
+      for (int64_t j0 = 0; j0 < cols.n_pad; j0 += NR) {
+        for (int64_t q = 0; q < block.n_panels; ++q) {
+          block.tile(cols, q, j0, pb.d, pb.gamma, false, kt);
+          if (fused)
+            accumulate_rows<T>(kt, vt.data() + j0, cols.n_pad, mv.k, rowacc.data() + q * MR * mv.k * W);
+          else
+            tile_row_updates<T>(kt, block.begin + q * MR, j0, pb, mv);
+        }
+      }
+      if (fused)
+        flush_rows<T>(rowacc.data(), block.rows, mv.k, mv.out + block.begin * mv.ldo, mv.ldo, 1, false);
+    }
+  }
+}
+
+// Y is X: only tiles on or above the diagonal; each off-diagonal tile also
+// gives the transposed contribution. Per-thread accumulators, summed at the end.
+template <typename T>
+void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, W = Simd<T>::W;
+  const int64_t n = pb.nx, k = mv.k;
+  const PackedColumns<T> cols(pb.x, pb.ldx, n, pb.d);
+  const int64_t ld = round_up(std::max(cols.n_pad, round_up(n, MR)), W);
+  const AlignedBuffer<T> vt = transpose_v(mv, n, ld);
+  const int threads = omp_get_max_threads();
+  // Smaller blocks than the plain case: the work per block shrinks along the diagonal.
+  const int64_t mc = row_block<T>(n, pb.d, 4 * threads);
+  const int64_t n_blocks = (n + mc - 1) / mc;
+  AlignedBuffer<T> partial(int64_t(threads) * k * ld);
+#pragma omp parallel
+  {
+    T* mine = partial.data() + int64_t(omp_get_thread_num()) * k * ld;
+    RowBlock<T> block(mc, pb.d);
+    AlignedBuffer<T> rowacc(mc * k * W);
+    Tile<T> kt, masked;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      block.pack(pb, b * mc, mc);
+      std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
+      for (int64_t j0 = block.begin / NR * NR; j0 < cols.n_pad; j0 += NR) {
+        for (int64_t q = 0; q < block.n_panels; ++q) {
+          const int64_t i0 = block.begin + q * MR;
+          if (j0 + NR <= i0) continue;  // wholly below the diagonal
+          block.tile(cols, q, j0, pb.d, pb.gamma, false, kt);
+          T* rows_q = rowacc.data() + q * MR * k * W;
+          if (j0 >= i0 + MR) {
+            accumulate_rows<T>(kt, vt.data() + j0, ld, k, rows_q);
+            accumulate_columns<T>(kt, vt.data() + i0, ld, k, mine + j0);
+          } else {  // the tile crosses the diagonal: rows take j >= i, columns j > i
+            __builtin_memcpy(&masked, &kt, sizeof kt);
+            mask_triangle<T>(masked, i0, j0, false);
+            accumulate_rows<T>(masked, vt.data() + j0, ld, k, rows_q);
+            mask_triangle<T>(kt, i0, j0, true);
+            accumulate_columns<T>(kt, vt.data() + i0, ld, k, mine + j0);
+          }
+        }
+      }
+      flush_rows<T>(rowacc.data(), block.rows, k, mine + block.begin, 1, ld, true);
+    }
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < k; ++c) {
+        T s = 0;
+        for (int t = 0; t < threads; ++t) s += partial[(int64_t(t) * k + c) * ld + i];
+        mv.out[i * mv.ldo + c] = s;
+      }
+  }
+}
+
+// Stores the valid part of a tile at (i0, j0).
+template <typename T>
+inline void store_tile(const Tile<T>& kt, int64_t i0, int64_t j0, int64_t nx, int64_t ny, T* out,
+                       int64_t ldo) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  for (int r = 0; r < MR && i0 + r < nx; ++r) {
+    T* row = out + (i0 + r) * ldo;
+    for (int v = 0; v < NV; ++v) {
+      const int64_t j = j0 + v * W;
+      if (j + W <= ny) {
+        vstore(row + j, kt[r][v]);
+      } else {
+        for (int l = 0; l < W && j + l < ny; ++l) row[j + l] = kt[r][v][l];
+      }
+    }
+  }
+}
+
+// Lower triangle from the upper one, in cache-sized squares.
+template <typename T>
+void mirror_lower(T* out, int64_t n, int64_t ldo) {
+  constexpr int64_t B = 64;
+  const int64_t nb = (n + B - 1) / B;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bi = 0; bi < nb; ++bi)
+    for (int64_t bj = 0; bj <= bi; ++bj)
+      for (int64_t i = bi * B; i < std::min(n, (bi + 1) * B); ++i)
+        for (int64_t j = bj * B; j < std::min(i, (bj + 1) * B); ++j) out[i * ldo + j] = out[j * ldo + i];
+}
+
+template <typename T>
+void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
+  const PackedColumns<T> cols(pb.y, pb.ldy, pb.ny, pb.d);
+  const int threads = omp_get_max_threads();
+  const int64_t mc = row_block<T>(pb.nx, pb.d, pb.symmetric ? 4 * threads : threads);
+  const int64_t n_blocks = (pb.nx + mc - 1) / mc;
+#pragma omp parallel
+  {
+    RowBlock<T> block(mc, pb.d);
+    Tile<T> kt;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      block.pack(pb, b * mc, mc);
+      const int64_t j_start = pb.symmetric ? block.begin / NR * NR : 0;
+      for (int64_t j0 = j_start; j0 < cols.n_pad; j0 += NR)
+        for (int64_t q = 0; q < block.n_panels; ++q) {
+          const int64_t i0 = block.begin + q * MR;
+          if (pb.symmetric && j0 + NR <= i0) continue;
+          block.tile(cols, q, j0, pb.d, pb.gamma, ga.distances_only, kt);
+          store_tile<T>(kt, i0, j0, pb.nx, pb.ny, ga.out, ga.ldo);
+        }
+    }
+  }
+  if (pb.symmetric) mirror_lower(ga.out, pb.nx, ga.ldo);
+}
+
+// A handful of columns (the Frank-Wolfe case): stream X once, all columns at a time.
+constexpr int64_t kMaxStreamedColumns = 8;
+
+template <typename T>
+void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
+  constexpr int W = Simd<T>::W;
+  const int64_t d = pb.d, ny = pb.ny;
+  T y_norm[kMaxStreamedColumns];
+  for (int64_t j = 0; j < ny; ++j) {
+    const T* y = pb.y + j * pb.ldy;
+    VecOf<T> acc = {};
+    int64_t p = 0;
+    for (; p + W <= d; p += W) acc += vload(y + p) * vload(y + p);
+    T s = vsum<T>(acc);
+    for (; p < d; ++p) s += y[p] * y[p];
+    y_norm[j] = s;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < pb.nx; ++i) {
+    const T* x = pb.x + i * pb.ldx;
+    VecOf<T> acc[kMaxStreamedColumns] = {};
+    VecOf<T> xx = {};
+    int64_t p = 0;
+    for (; p + W <= d; p += W) {
+      const VecOf<T> xv = vload(x + p);
+      xx += xv * xv;
+      for (int64_t j = 0; j < ny; ++j) acc[j] += xv * vload(pb.y + j * pb.ldy + p);
+    }
+    T x_norm = vsum<T>(xx);
+    T dot[kMaxStreamedColumns];
+    for (int64_t j = 0; j < ny; ++j) dot[j] = vsum<T>(acc[j]);
+    for (; p < d; ++p) {
+      x_norm += x[p] * x[p];
+      for (int64_t j = 0; j < ny; ++j) dot[j] += x[p] * pb.y[j * pb.ldy + p];
+    }
+    for (int64_t j = 0; j < ny; ++j) {
+      const T dist = sq_distance_from_dot(x_norm, y_norm[j], dot[j]);
+      ga.out[i * ga.ldo + j] = ga.distances_only ? dist : rbf_from_sq_distance(dist, pb.gamma);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rbf_matvec(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
+  if (pb.symmetric && mv.k <= kFusedColumns)
+    matvec_symmetric(pb, mv);
+  else
+    matvec_all_tiles(pb, mv);
+}
+
+template <typename T>
+void rbf_gram(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
+  if (!pb.symmetric && pb.ny <= kMaxStreamedColumns)
+    gram_few_columns(pb, ga);
+  else
+    gram_tiles(pb, ga);
+}
+
+template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);
+template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);
+template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);
+template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);
+
+}  // namespace dlmsvdd::cpu::DLMSVDD_ISA_NS

@@ -1,0 +1,113 @@
+// The CPU RBF engine: a register-blocked GEMM micro-kernel computes an
+// MR x NR tile of dot products x_i . y_j over the whole depth d (both packed
+// panels stay in L2), and the epilogue turns it into kernel values in
+// registers and consumes them at once: a fused product with V, or a store
+// for the Gram matrix. No N x N block is ever held.
+//
+// Included once per instruction set, inside that set's namespace, after simd.h.
+// No include guard for the same reason.
+
+template <typename T>
+struct TileShape {
+  static constexpr int W = Simd<T>::W;
+  // Accumulators MR * NV plus NV loads and a broadcast fit the register file:
+  // 32 registers with AVX-512, 16 otherwise.
+  static constexpr int MR = DLMSVDD_VEC_BYTES == 64 ? 14 : 6;
+  static constexpr int NV = 2;
+  static constexpr int NR = NV * W;
+};
+
+// V columns up to this count are consumed in registers; wider V goes through
+// a small tile buffer and row updates.
+constexpr int64_t kFusedColumns = 8;
+
+inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Rows [row0, row0 + P) of src as one panel: dst[p][r], zero for rows >= n.
+// norms[r] = ||src_row||^2 (0 for padding).
+template <typename T, int P>
+void pack_panel(const T* src, int64_t ld, int64_t row0, int64_t n, int64_t d, T* dst, T* norms) {
+  using V = VecOf<T>;
+  constexpr int W = Simd<T>::W;
+  T* out = dst;
+  for (int r = 0; r < P; ++r) {
+      const int64_t i = row0 + r;
+      const bool valid = i < n;
+      T norm = 0;
+      if (valid) {
+        const T* s = src + i * ld;
+        V acc = {};
+        int64_t p = 0;
+        for (; p + W <= d; p += W) {
+          V v = vload(s + p);
+          acc += v * v;
+          for (int l = 0; l < W; ++l) out[(p + l) * P + r] = v[l];
+        }
+        norm = vsum<T>(acc);
+        for (; p < d; ++p) {
+          out[p * P + r] = s[p];
+          norm += s[p] * s[p];
+        }
+      } else {
+        for (int64_t p = 0; p < d; ++p) out[p * P + r] = 0;
+      }
+      norms[r] = norm;
+  }
+}
+
+// acc[r][v] = sum_p a[p][r] * b[p][v*W + lane]; a, b packed panels.
+template <typename T>
+__attribute__((always_inline)) inline void dot_tile(const T* __restrict a, const T* __restrict b,
+                                                    int64_t d,
+                                                    VecOf<T> (&acc)[TileShape<T>::MR][TileShape<T>::NV]) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, NR = TileShape<T>::NR;
+  constexpr int W = Simd<T>::W;
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = VecOf<T>{};
+  for (int64_t p = 0; p < d; ++p) {
+    VecOf<T> bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = vload(b + p * NR + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const VecOf<T> ar = vbroadcast(a[p * MR + r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v];
+    }
+  }
+}
+
+// In place: dot products -> squared distances -> kernel values (unless distances_only).
+template <typename T>
+__attribute__((always_inline)) inline void tile_to_kernel(
+    VecOf<T> (&acc)[TileShape<T>::MR][TileShape<T>::NV], const T* xn, const T* yn, T gamma,
+    bool distances_only) {
+  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  const VecOf<T> zero = {};
+  VecOf<T> ynv[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) ynv[v] = vload(yn + v * W);
+  const T neg_gamma = -gamma;
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      VecOf<T> dist = (ynv[v] + xn[r]) - acc[r][v] * T(2);
+      dist = dist > zero ? dist : zero;
+      acc[r][v] = distances_only ? dist : vexp(dist * neg_gamma);
+    }
+  }
+}
+
+// Work split: rows in blocks of mc (a multiple of MR) whose packed panel fits L2,
+// and at least one block per thread.
+template <typename T>
+int64_t row_block(int64_t nx, int64_t d, int threads) {
+  constexpr int MR = TileShape<T>::MR;
+  const int64_t l2_rows = (768 * 1024) / (int64_t(sizeof(T)) * (d > 0 ? d : 1));
+  int64_t mc = std::min<int64_t>(std::max<int64_t>(l2_rows, MR), 512);
+  mc = std::min(mc, round_up((nx + threads - 1) / threads, MR));
+  return std::max<int64_t>(mc / MR * MR, MR);
+}
