@@ -37,10 +37,16 @@ __attribute__((always_inline)) inline void vstore(T* p, VecOf<T> v) {
   __builtin_memcpy(p, &v, sizeof v);
 }
 
+template <typename T, size_t... L>
+__attribute__((always_inline)) inline VecOf<T> vbroadcast_impl(T s, std::index_sequence<L...>) {
+  return VecOf<T>{((void)L, s)...};
+}
+
+// An initializer list gives a clean broadcast; `zero + s` would be a real
+// addition without -ffast-math, and a lane loop compiles to inserts.
 template <typename T>
 __attribute__((always_inline)) inline VecOf<T> vbroadcast(T s) {
-  VecOf<T> z = {};
-  return z + s;
+  return vbroadcast_impl<T>(s, std::make_index_sequence<Simd<T>::W>{});
 }
 
 template <typename T>

@@ -1,0 +1,164 @@
+"""Validated entry points to the compiled kernels; the only Python code that calls ``_C``.
+
+Arrays may be torch tensors (CPU or CUDA) or numpy arrays, float32 or float64.
+They reach the kernels through DLPack without a copy; rows may be strided
+(a slice of a larger matrix) but each row must be contiguous. Results are
+allocated here (by torch for tensors, so GPU memory goes through torch's caching
+allocator) and come back as the same kind of array as ``X``. CUDA work runs on
+``torch.cuda.current_stream()``.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import numpy as np
+import torch
+
+from . import _C
+
+Array = Union[torch.Tensor, np.ndarray]
+
+__all__ = [
+    "rbf_matvec",
+    "rbf_columns",
+    "rbf_gram",
+    "sq_distances",
+    "median_sq_distance",
+    "cpu_isa",
+    "supported_cpu_isas",
+    "set_cpu_isa",
+]
+
+
+def _check_array(a, name: str) -> None:
+    if not isinstance(a, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(a).__name__}")
+    if isinstance(a, torch.Tensor) and a.requires_grad:
+        raise ValueError(f"{name}: requires grad; these kernels are not differentiable, pass {name}.detach()")
+
+
+def _same_array(a: Array, b: Array) -> bool:
+    """True when b views exactly the memory and layout of a (Y is X)."""
+    if a is b:
+        return True
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return (a.device == b.device and a.data_ptr() == b.data_ptr() and a.shape == b.shape
+                and a.stride() == b.stride() and a.dtype == b.dtype)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                and a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype)
+    return False
+
+
+def _empty(like: Array, shape: tuple) -> Array:
+    if isinstance(like, torch.Tensor):
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+    return np.empty(shape, dtype=like.dtype)
+
+
+def _stream(a: Array) -> int:
+    if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+        return torch.cuda.current_stream(a.device).cuda_stream
+    return 0
+
+
+def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
+    _check_array(X, "X")
+    if Y is None:
+        return X, True
+    _check_array(Y, "Y")
+    return Y, _same_array(X, Y)
+
+
+def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulation: bool = False) -> Array:
+    """``K(X, Y) @ V`` with ``K_ij = exp(-gamma ||x_i - y_j||^2)``, never holding an N x N block.
+
+    ``X`` is (n_x, d), ``Y`` is (n_y, d) or ``None`` for ``Y = X`` (then each
+    symmetric tile is computed once), ``V`` is (n_y,) or (n_y, k). Returns
+    (n_x,) or (n_x, k). ``cuda_emulation=True`` runs the CUDA kernels' code on
+    the CPU (slow; for testing the GPU logic on machines without a GPU).
+    """
+    Y, symmetric = _prepare(X, Y)
+    _check_array(V, "V")
+    shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
+    out = _empty(X, shape)
+    fn = _C.emulated_rbf_matvec if cuda_emulation else _C.rbf_matvec
+    fn(X, Y, V, out, float(gamma), symmetric, _stream(X))
+    return out
+
+
+def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emulation: bool = False) -> Array:
+    """The materialised kernel matrix ``K(X, Y)`` (n_x, n_y), in the dtype of ``X``.
+
+    With ``Y`` ``None`` (or ``X`` itself) only the upper triangle is computed and mirrored.
+    """
+    return _gram(X, Y, gamma, distances_only=False, cuda_emulation=cuda_emulation)
+
+
+def rbf_columns(X: Array, Y: Array, gamma: float, *, cuda_emulation: bool = False) -> Array:
+    """``K(X, Y)`` for a handful of columns ``Y`` (m, d): the Frank-Wolfe primitive.
+
+    Up to 8 columns stream ``X`` once; more fall back to the tiled Gram kernel.
+    """
+    if Y is None:
+        raise ValueError("Y: rbf_columns needs the column points Y")
+    return _gram(X, Y, gamma, distances_only=False, cuda_emulation=cuda_emulation)
+
+
+def sq_distances(X: Array, Y: Array | None = None, *, cuda_emulation: bool = False) -> Array:
+    """Squared Euclidean distances ``||x_i - y_j||^2`` (clamped at 0), (n_x, n_y)."""
+    return _gram(X, Y, 1.0, distances_only=True, cuda_emulation=cuda_emulation)
+
+
+def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
+    Y, symmetric = _prepare(X, Y)
+    if X.ndim != 2 or Y.ndim != 2:
+        raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
+    out = _empty(X, (X.shape[0], Y.shape[0]))
+    fn = _C.emulated_rbf_gram if cuda_emulation else _C.rbf_gram
+    fn(X, Y, out, float(gamma), symmetric, distances_only, _stream(X))
+    return out
+
+
+def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) -> float:
+    """Median of the squared pairwise distances between rows of ``X``.
+
+    The bandwidth heuristic is ``gamma = 1 / median``. Uses a seeded random
+    subset of at most ``max_samples`` rows (all pairs i < j within it).
+    """
+    _check_array(X, "X")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got {X.ndim}-D")
+    n = X.shape[0]
+    if n < 2:
+        raise ValueError(f"X needs at least 2 rows for pairwise distances, got {n}")
+    if int(max_samples) < 2:
+        raise ValueError(f"max_samples must be at least 2, got {max_samples}")
+    m = min(n, int(max_samples))
+    if m < n:
+        rows = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+        if isinstance(X, torch.Tensor):
+            X = X[torch.as_tensor(rows, device=X.device)]
+        else:
+            X = X[rows]
+    D = sq_distances(X)
+    iu = np.triu_indices(m, k=1)
+    if isinstance(D, torch.Tensor):
+        D = D.cpu().numpy()
+    return float(np.median(D[iu]))
+
+
+def cpu_isa() -> str:
+    """The instruction set the CPU kernels use now: ``avx512``, ``avx2`` or ``generic``."""
+    return _C.cpu_isa()
+
+
+def supported_cpu_isas() -> list[str]:
+    """Instruction sets this CPU can run, lowest first."""
+    return list(_C.supported_cpu_isas())
+
+
+def set_cpu_isa(name: str) -> None:
+    """Use the kernels built for ``name`` (also settable with ``DLMSVDD_CPU_ISA``)."""
+    _C.set_cpu_isa(name)
