@@ -47,6 +47,14 @@ constexpr uint64_t kDLPackFlagReadOnly = 1ull << 0;
 constexpr const char* kLegacyName = "dltensor";
 constexpr const char* kVersionedName = "dltensor_versioned";
 
+std::string dlpack_dtype_name(const DLDataType& t) {
+  static const char* kinds[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  std::string name = t.code < 7 ? kinds[t.code] : "code" + std::to_string(t.code);
+  name += std::to_string(t.bits);
+  if (t.lanes != 1) name += "x" + std::to_string(t.lanes);
+  return name;
+}
+
 [[noreturn]] void fail_value(const std::string& name, const std::string& what) {
   throw py::value_error(name + ": " + what);
 }
@@ -95,8 +103,7 @@ ArrayView view_array(py::handle obj, const std::string& name, int min_ndim, int 
   }
 
   if (t->dtype.code != kDLFloat || t->dtype.lanes != 1 || (t->dtype.bits != 32 && t->dtype.bits != 64))
-    throw py::type_error(name + ": expected dtype float32 or float64, got code " + std::to_string(t->dtype.code) +
-                         " with " + std::to_string(t->dtype.bits) + " bits");
+    throw py::type_error(name + ": expected dtype float32 or float64, got " + dlpack_dtype_name(t->dtype));
   view.dtype = t->dtype.bits == 32 ? DType::float32 : DType::float64;
 
   switch (t->device.device_type) {

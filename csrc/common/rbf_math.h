@@ -1,6 +1,8 @@
 // Per-element formulas used by both the CPU and the CUDA kernels, so that the
 // CPU path tests the same arithmetic the GPU path runs.
 #pragma once
+#include <math.h>
+
 #include <cmath>
 
 #if defined(__CUDACC__)
@@ -19,9 +21,15 @@ DLMSVDD_HD T sq_distance_from_dot(T x_norm2, T y_norm2, T dot) {
   return d > T(0) ? d : T(0);
 }
 
+// exp in the precision of its argument. Spelled out because with a host compiler
+// an unqualified exp(float) resolves to ::exp(double) and silently computes in
+// double; expf is the float function on the host and on the device alike.
+DLMSVDD_HD float exp_of(float x) { return ::expf(x); }
+DLMSVDD_HD double exp_of(double x) { return ::exp(x); }
+
 template <typename T>
 DLMSVDD_HD T rbf_from_sq_distance(T sq_dist, T gamma) {
-  return exp(-gamma * sq_dist);
+  return exp_of(-gamma * sq_dist);
 }
 
 }  // namespace dlmsvdd

@@ -20,9 +20,6 @@ namespace dlmsvdd::cpu::DLMSVDD_ISA_NS {
 
 namespace {
 
-template <typename T>
-using Tile = VecOf<T>[TileShape<T>::MR][TileShape<T>::NV];
-
 // Y (or X, when symmetric) packed once in NR-wide panels.
 template <typename T>
 struct PackedColumns {
@@ -41,9 +38,9 @@ struct PackedColumns {
 // One thread's block of X rows packed in MR-high panels.
 template <typename T>
 struct RowBlock {
-  AlignedBuffer<T> panels, norms;
+  AlignedBuffer<T> panels, norms, partial;
   int64_t begin = 0, rows = 0, n_panels = 0;
-  RowBlock(int64_t mc, int64_t d) : panels(mc * d), norms(mc) {}
+  RowBlock(int64_t mc, int64_t d) : panels(mc * d), norms(mc), partial(mc * TileShape<T>::NR) {}
   void pack(const RbfProblem<T>& pb, int64_t block_begin, int64_t mc) {
     constexpr int MR = TileShape<T>::MR;
     begin = block_begin;
@@ -53,14 +50,42 @@ struct RowBlock {
       pack_panel<T, MR>(pb.x, pb.ldx, begin + q * MR, pb.nx, pb.d, panels.data() + q * pb.d * MR,
                         norms.data() + q * MR);
   }
-  // Kernel (or distance) tile of panel q against the column panel at j0.
-  void tile(const PackedColumns<T>& cols, int64_t q, int64_t j0, int64_t d, T gamma,
-            bool distances_only, Tile<T>& acc) const {
+  // Calls fn(q, tile) for row panels q < q_end with their kernel (or distance)
+  // tile against the column panel at j0. The depth runs in chunks, every row
+  // panel per chunk, so the column chunk is reused from L1; partial tiles wait
+  // in a small buffer, and the last chunk's tile goes to fn from registers.
+  template <typename Fn>
+  void for_each_tile(const PackedColumns<T>& cols, int64_t j0, int64_t q_end, int64_t d, T gamma,
+                     bool distances_only, Fn&& fn) {
     constexpr int MR = TileShape<T>::MR;
-    dot_tile<T>(panels.data() + q * d * MR, cols.panel(j0, d), d, acc);
-    tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
+    Tile<T>* spill = reinterpret_cast<Tile<T>*>(partial.data());
+    const T* b = cols.panel(j0, d);
+    for (int64_t p0 = 0; p0 < d; p0 += kDepthChunk) {
+      const int64_t len = std::min(kDepthChunk, d - p0);
+      const bool first = p0 == 0, last = p0 + len == d;
+      for (int64_t q = 0; q < q_end; ++q) {
+        Tile<T> acc;
+        if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill[q]);
+        dot_tile_accumulate<T>(panels.data() + q * d * MR + p0 * MR, b + p0 * TileShape<T>::NR, len, acc);
+        if (!last) {
+          tile_copy<T>(spill[q], acc);
+          continue;
+        }
+        tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
+        fn(q, acc);
+      }
+    }
   }
 };
+
+// Row panels from this one on lie wholly below the diagonal for the column
+// panel at j0 (every column j < every row i): symmetric products skip them.
+template <typename T>
+int64_t below_diagonal(const RowBlock<T>& block, int64_t j0) {
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
+  const int64_t first_skipped = (j0 + NR - block.begin + MR - 1) / MR;  // i0 >= j0 + NR
+  return std::clamp<int64_t>(first_skipped, 0, block.n_panels);
+}
 
 // rowacc[r][c] += sum over the tile's columns of K[r][j] * vt[c][j] (vector partial sums).
 template <typename T>
@@ -173,7 +198,6 @@ void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   {
     RowBlock<T> block(mc, pb.d);
     AlignedBuffer<T> rowacc(fused ? mc * mv.k * W : 0);
-    Tile<T> kt;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
       block.pack(pb, b * mc, mc);
@@ -183,15 +207,13 @@ void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
         for (int64_t r = 0; r < block.rows; ++r)
           std::fill(mv.out + (block.begin + r) * mv.ldo, mv.out + (block.begin + r) * mv.ldo + mv.k, T(0));
       }
-      for (int64_t j0 = 0; j0 < cols.n_pad; j0 += NR) {
-        for (int64_t q = 0; q < block.n_panels; ++q) {
-          block.tile(cols, q, j0, pb.d, pb.gamma, false, kt);
+      for (int64_t j0 = 0; j0 < cols.n_pad; j0 += NR)
+        block.for_each_tile(cols, j0, block.n_panels, pb.d, pb.gamma, false, [&](int64_t q, Tile<T>& kt) {
           if (fused)
             accumulate_rows<T>(kt, vt.data() + j0, cols.n_pad, mv.k, rowacc.data() + q * MR * mv.k * W);
           else
             tile_row_updates<T>(kt, block.begin + q * MR, j0, pb, mv);
-        }
-      }
+        });
       if (fused)
         flush_rows<T>(rowacc.data(), block.rows, mv.k, mv.out + block.begin * mv.ldo, mv.ldo, 1, false);
     }
@@ -217,28 +239,26 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
     T* mine = partial.data() + int64_t(omp_get_thread_num()) * k * ld;
     RowBlock<T> block(mc, pb.d);
     AlignedBuffer<T> rowacc(mc * k * W);
-    Tile<T> kt, masked;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
       block.pack(pb, b * mc, mc);
       std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
       for (int64_t j0 = block.begin / NR * NR; j0 < cols.n_pad; j0 += NR) {
-        for (int64_t q = 0; q < block.n_panels; ++q) {
+        block.for_each_tile(cols, j0, below_diagonal(block, j0), pb.d, pb.gamma, false, [&](int64_t q, Tile<T>& kt) {
           const int64_t i0 = block.begin + q * MR;
-          if (j0 + NR <= i0) continue;  // wholly below the diagonal
-          block.tile(cols, q, j0, pb.d, pb.gamma, false, kt);
           T* rows_q = rowacc.data() + q * MR * k * W;
           if (j0 >= i0 + MR) {
             accumulate_rows<T>(kt, vt.data() + j0, ld, k, rows_q);
             accumulate_columns<T>(kt, vt.data() + i0, ld, k, mine + j0);
           } else {  // the tile crosses the diagonal: rows take j >= i, columns j > i
-            __builtin_memcpy(&masked, &kt, sizeof kt);
+            Tile<T> masked;
+            tile_copy<T>(masked, kt);
             mask_triangle<T>(masked, i0, j0, false);
             accumulate_rows<T>(masked, vt.data() + j0, ld, k, rows_q);
             mask_triangle<T>(kt, i0, j0, true);
             accumulate_columns<T>(kt, vt.data() + i0, ld, k, mine + j0);
           }
-        }
+        });
       }
       flush_rows<T>(rowacc.data(), block.rows, k, mine + block.begin, 1, ld, true);
     }
@@ -292,18 +312,16 @@ void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
 #pragma omp parallel
   {
     RowBlock<T> block(mc, pb.d);
-    Tile<T> kt;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
       block.pack(pb, b * mc, mc);
       const int64_t j_start = pb.symmetric ? block.begin / NR * NR : 0;
-      for (int64_t j0 = j_start; j0 < cols.n_pad; j0 += NR)
-        for (int64_t q = 0; q < block.n_panels; ++q) {
-          const int64_t i0 = block.begin + q * MR;
-          if (pb.symmetric && j0 + NR <= i0) continue;
-          block.tile(cols, q, j0, pb.d, pb.gamma, ga.distances_only, kt);
-          store_tile<T>(kt, i0, j0, pb.nx, pb.ny, ga.out, ga.ldo);
-        }
+      for (int64_t j0 = j_start; j0 < cols.n_pad; j0 += NR) {
+        const int64_t q_end = pb.symmetric ? below_diagonal(block, j0) : block.n_panels;
+        block.for_each_tile(cols, j0, q_end, pb.d, pb.gamma, ga.distances_only, [&](int64_t q, Tile<T>& kt) {
+          store_tile<T>(kt, block.begin + q * MR, j0, pb.nx, pb.ny, ga.out, ga.ldo);
+        });
+      }
     }
   }
   if (pb.symmetric) mirror_lower(ga.out, pb.nx, ga.ldo);

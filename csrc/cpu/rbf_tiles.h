@@ -55,18 +55,34 @@ void pack_panel(const T* src, int64_t ld, int64_t row0, int64_t n, int64_t d, T*
   }
 }
 
-// acc[r][v] = sum_p a[p][r] * b[p][v*W + lane]; a, b packed panels.
+// Depth chunk: a KC x NR column micro-panel (32 KB) stays in L1 while the
+// row micro-panels of a block stream past it.
+constexpr int64_t kDepthChunk = 256;
+
 template <typename T>
-__attribute__((always_inline)) inline void dot_tile(const T* __restrict a, const T* __restrict b,
-                                                    int64_t d,
-                                                    VecOf<T> (&acc)[TileShape<T>::MR][TileShape<T>::NV]) {
+using Tile = VecOf<T>[TileShape<T>::MR][TileShape<T>::NV];
+
+template <typename T>
+__attribute__((always_inline)) inline void tile_zero(Tile<T>& acc) {
+#pragma GCC unroll 16
+  for (int r = 0; r < TileShape<T>::MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < TileShape<T>::NV; ++v) acc[r][v] = VecOf<T>{};
+}
+
+// Spill or reload a partial tile between depth chunks.
+template <typename T>
+__attribute__((always_inline)) inline void tile_copy(Tile<T>& dst, const Tile<T>& src) {
+  __builtin_memcpy(&dst, &src, sizeof(Tile<T>));
+}
+
+// acc[r][v] += sum_{p < len} a[p][r] * b[p][v*W + lane]; a, b packed panels.
+template <typename T>
+__attribute__((always_inline)) inline void dot_tile_accumulate(const T* __restrict a, const T* __restrict b,
+                                                               int64_t len, Tile<T>& acc) {
   constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, NR = TileShape<T>::NR;
   constexpr int W = Simd<T>::W;
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = VecOf<T>{};
-  for (int64_t p = 0; p < d; ++p) {
+  for (int64_t p = 0; p < len; ++p) {
     VecOf<T> bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = vload(b + p * NR + v * W);
@@ -81,8 +97,7 @@ __attribute__((always_inline)) inline void dot_tile(const T* __restrict a, const
 
 // In place: dot products -> squared distances -> kernel values (unless distances_only).
 template <typename T>
-__attribute__((always_inline)) inline void tile_to_kernel(
-    VecOf<T> (&acc)[TileShape<T>::MR][TileShape<T>::NV], const T* xn, const T* yn, T gamma,
+__attribute__((always_inline)) inline void tile_to_kernel(Tile<T>& acc, const T* xn, const T* yn, T gamma,
     bool distances_only) {
   constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
   const VecOf<T> zero = {};

@@ -1,0 +1,279 @@
+// CUDA kernels for K(X, Y) @ V and Gram matrices of the RBF kernel, written once
+// for nvcc (cuda/rbf_cuda.cu) and for the CPU emulation (emu/rbf_emulated.cpp),
+// which is how their logic is tested without a GPU. Keep them to what
+// emu/cuda_emulation.h can run.
+//
+// Both kernels walk 64 x 64 tiles of K in a grid-stride loop. A block of
+// 16 x 16 threads owns a tile, thread (tx, ty) holding rows ty + 16a and columns
+// tx + 16b (a, b < 4) in registers. With that strided ownership a warp's
+// shared-memory reads are conflict free or broadcasts, its global stores are
+// contiguous per half-warp, and the 16 threads holding a row of the tile are the
+// lanes of one half-warp, so row sums are warp shuffles. No tile ever goes to
+// global memory, and nothing but the inputs and `out` is touched: there is no
+// workspace (all device memory comes from torch's allocator).
+#pragma once
+#include <cstdint>
+
+#include "common/params.h"
+#include "common/rbf_math.h"
+#include "cuda/launch.h"
+
+namespace dlmsvdd::gpu {
+inline namespace DLMSVDD_GPU_BACKEND {
+
+inline constexpr int TX = 16, TY = 16, THREADS = TX * TY;  // threads of a block
+inline constexpr int R = 4;                                 // a thread's sub-tile is R x R
+inline constexpr int TILE = TX * R;                         // a block's tile is TILE x TILE
+inline constexpr int BK = 16;  // features per shared-memory chunk of the dot products
+inline constexpr int KC = 8;   // columns of V per shared-memory chunk
+static_assert(TX == TY, "square tiles: a mirrored tile is transposed in place");
+static_assert(TX == 16, "a row of the tile is spread over the lanes of one half-warp");
+
+// Shared arrays below are written down their columns by 16 consecutive threads
+// (the rest of the warp writing the next rows). Shared memory has 32 four-byte
+// banks, and serves 8-byte accesses per half-warp, i.e. as 16 eight-byte banks;
+// padding a row of TILE (a multiple of the bank count) by banks / 16 puts each
+// such thread on its own bank.
+template <typename T>
+inline constexpr int kPad = (sizeof(T) == 8 ? 16 : 32) / 16;
+
+template <typename T>
+struct TileShared {
+  struct Chunk {
+    T x[BK][TILE + kPad<T>];  // features k0 + kk of the tile's X rows, k-major
+    T y[BK][TILE + kPad<T>];  // and of its Y rows
+  };
+  // The phases of a tile use this storage in turn; each writer first syncs.
+  union {
+    Chunk chunk;
+    T staged[TILE][TILE + kPad<T>];  // a tile being transposed
+    T v[TILE][KC + 1];               // rows of V; the odd pitch keeps column reads conflict free
+  };
+  T x_norm[TILE], y_norm[TILE];
+};
+
+struct TileCoords {
+  int64_t i0, j0;  // first row (of X) and column (row of Y)
+  bool mirrored;   // symmetric and above the diagonal: stands for its transpose too
+};
+
+// The tiles of a launch: every row x column tile, or for a symmetric problem
+// those on or above the diagonal. Numbered so that consecutive blocks mostly add
+// into different rows of out.
+struct TileGrid {
+  int64_t row_tiles = 0, col_tiles = 0;
+  bool upper = false;
+
+  DLMSVDD_HD int64_t count() const {
+    return upper ? row_tiles * (row_tiles + 1) / 2 : row_tiles * col_tiles;
+  }
+  __device__ TileCoords operator[](int64_t t) const {
+    if (!upper) return {t % row_tiles * TILE, t / row_tiles * TILE, false};
+    // Column tj of the upper triangle holds tiles 0..tj and starts at tj (tj + 1) / 2.
+    int64_t tj = int64_t((sqrt(8.0 * double(t) + 1.0) - 1.0) / 2.0);
+    while (tj * (tj + 1) / 2 > t) --tj;  // correct the rounding of sqrt
+    while ((tj + 1) * (tj + 2) / 2 <= t) ++tj;
+    const int64_t ti = t - tj * (tj + 1) / 2;
+    return {ti * TILE, tj * TILE, ti != tj};
+  }
+};
+
+template <typename T>
+TileGrid tile_grid(const RbfProblem<T>& p) {
+  return {(p.nx + TILE - 1) / TILE, (p.ny + TILE - 1) / TILE, p.symmetric};
+}
+
+// dst[kk][r] = a[r0 + r][k0 + kk], zero outside the n x d matrix a.
+template <typename T>
+__device__ __forceinline__ void load_chunk(const T* a, int64_t lda, int64_t n, int64_t d, int64_t r0,
+                                           int64_t k0, T (&dst)[BK][TILE + kPad<T>]) {
+  const int tid = threadIdx.y * TX + threadIdx.x;
+  // Consecutive threads read consecutive features of a row.
+  for (int e = tid; e < TILE * BK; e += THREADS) {
+    const int r = e / BK, kk = e % BK;
+    dst[kk][r] = r0 + r < n && k0 + kk < d ? a[(r0 + r) * lda + k0 + kk] : T(0);
+  }
+}
+
+// tile[a][b] = squared distance, or kernel value, of X row i0 + ty + 16a and
+// Y row j0 + tx + 16b. Entries outside X or Y are finite garbage.
+template <typename T>
+__device__ void kernel_tile(const RbfProblem<T>& p, int64_t i0, int64_t j0, bool distances_only,
+                            TileShared<T>& s, T (&tile)[R][R]) {
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
+  DLMSVDD_UNROLL
+  for (int a = 0; a < R; ++a)
+    DLMSVDD_UNROLL
+    for (int b = 0; b < R; ++b) tile[a][b] = T(0);
+  // The squared norms come from the same chunks: thread r < TILE sums X row r,
+  // thread TILE + r sums Y row r (whole warps, so no divergence).
+  T norm = T(0);
+  for (int64_t k0 = 0; k0 < p.d; k0 += BK) {
+    __syncthreads();
+    load_chunk(p.x, p.ldx, p.nx, p.d, i0, k0, s.chunk.x);
+    load_chunk(p.y, p.ldy, p.ny, p.d, j0, k0, s.chunk.y);
+    __syncthreads();
+    if (tid < 2 * TILE) {
+      const auto& rows = tid < TILE ? s.chunk.x : s.chunk.y;
+      DLMSVDD_UNROLL
+      for (int kk = 0; kk < BK; ++kk) norm += rows[kk][tid % TILE] * rows[kk][tid % TILE];
+    }
+    DLMSVDD_UNROLL
+    for (int kk = 0; kk < BK; ++kk) {
+      T xa[R], yb[R];
+      DLMSVDD_UNROLL
+      for (int a = 0; a < R; ++a) xa[a] = s.chunk.x[kk][ty + TY * a];
+      DLMSVDD_UNROLL
+      for (int b = 0; b < R; ++b) yb[b] = s.chunk.y[kk][tx + TX * b];
+      DLMSVDD_UNROLL
+      for (int a = 0; a < R; ++a)
+        DLMSVDD_UNROLL
+        for (int b = 0; b < R; ++b) tile[a][b] += xa[a] * yb[b];
+    }
+  }
+  __syncthreads();  // the previous tile's readers of the norms are done (also when d == 0)
+  if (tid < TILE)
+    s.x_norm[tid] = norm;
+  else if (tid < 2 * TILE)
+    s.y_norm[tid - TILE] = norm;
+  __syncthreads();
+  DLMSVDD_UNROLL
+  for (int a = 0; a < R; ++a)
+    DLMSVDD_UNROLL
+    for (int b = 0; b < R; ++b) {
+      const T dist = sq_distance_from_dot(s.x_norm[ty + TY * a], s.y_norm[tx + TX * b], tile[a][b]);
+      tile[a][b] = distances_only ? dist : rbf_from_sq_distance(dist, p.gamma);
+    }
+}
+
+// tile := its transpose, through shared memory: thread (tx, ty) ends up holding
+// rows ty + 16a, columns tx + 16b of the transpose.
+template <typename T>
+__device__ void transpose_tile(T (&tile)[R][R], TileShared<T>& s) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  __syncthreads();
+  DLMSVDD_UNROLL
+  for (int a = 0; a < R; ++a)
+    DLMSVDD_UNROLL
+    for (int b = 0; b < R; ++b) s.staged[tx + TX * b][ty + TY * a] = tile[a][b];
+  __syncthreads();
+  DLMSVDD_UNROLL
+  for (int a = 0; a < R; ++a)
+    DLMSVDD_UNROLL
+    for (int b = 0; b < R; ++b) tile[a][b] = s.staged[ty + TY * a][tx + TX * b];
+}
+
+// out[i0 + r][:] += sum_j tile[r][j] v[j0 + j][:]. Rows of out from n_out on are
+// skipped; rows of V from n_v on count as zero, which also cancels the garbage
+// columns of the tile.
+template <typename T>
+__device__ void add_tile_times_v(const MatvecArgs<T>& m, const T (&tile)[R][R], int64_t i0, int64_t n_out,
+                                 int64_t j0, int64_t n_v, TileShared<T>& s) {
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
+  for (int64_t c0 = 0; c0 < m.k; c0 += KC) {
+    const int kc = m.k - c0 < KC ? int(m.k - c0) : KC;
+    __syncthreads();
+    for (int e = tid; e < TILE * KC; e += THREADS) {
+      const int j = e / KC, c = e % KC;
+      s.v[j][c] = j0 + j < n_v && c < kc ? m.v[(j0 + j) * m.ldv + c0 + c] : T(0);
+    }
+    __syncthreads();
+    for (int c = 0; c < kc; ++c) {
+      T part[R];
+      DLMSVDD_UNROLL
+      for (int a = 0; a < R; ++a) {
+        part[a] = T(0);
+        DLMSVDD_UNROLL
+        for (int b = 0; b < R; ++b) part[a] += tile[a][b] * s.v[tx + TX * b][c];
+      }
+      // Sum over the half-warp's lanes tx = 0..15, which hold the tile's columns.
+      DLMSVDD_UNROLL
+      for (int lanes = TX / 2; lanes > 0; lanes /= 2)
+        DLMSVDD_UNROLL
+        for (int a = 0; a < R; ++a) part[a] += __shfl_xor_sync(0xffffffffu, part[a], lanes);
+      DLMSVDD_UNROLL
+      for (int a = 0; a < R; ++a) {
+        const int64_t i = i0 + ty + TY * a;
+        if (tx == a && i < n_out) atomicAdd(&m.out[i * m.ldo + c0 + c], part[a]);
+      }
+    }
+  }
+}
+
+// out[i0 + r][j0 + c] = tile[r][c] within n_rows x n_cols.
+template <typename T>
+__device__ void store_tile(const GramArgs<T>& g, const T (&tile)[R][R], int64_t i0, int64_t n_rows, int64_t j0,
+                           int64_t n_cols) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  DLMSVDD_UNROLL
+  for (int a = 0; a < R; ++a) {
+    const int64_t i = i0 + ty + TY * a;
+    if (i >= n_rows) continue;
+    DLMSVDD_UNROLL
+    for (int b = 0; b < R; ++b) {
+      const int64_t j = j0 + tx + TX * b;
+      if (j < n_cols) g.out[i * g.ldo + j] = tile[a][b];
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS) rbf_matvec_kernel(RbfProblem<T> p, MatvecArgs<T> m, TileGrid tiles) {
+  __shared__ TileShared<T> s;
+  for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
+    const TileCoords c = tiles[t];
+    T tile[R][R];
+    kernel_tile(p, c.i0, c.j0, false, s, tile);
+    add_tile_times_v(m, tile, c.i0, p.nx, c.j0, p.ny, s);
+    if (c.mirrored) {
+      transpose_tile(tile, s);
+      add_tile_times_v(m, tile, c.j0, p.ny, c.i0, p.nx, s);
+    }
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(THREADS) rbf_gram_kernel(RbfProblem<T> p, GramArgs<T> g, TileGrid tiles) {
+  __shared__ TileShared<T> s;
+  for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
+    const TileCoords c = tiles[t];
+    T tile[R][R];
+    kernel_tile(p, c.i0, c.j0, g.distances_only, s, tile);
+    store_tile(g, tile, c.i0, p.nx, c.j0, p.ny);
+    if (c.mirrored) {
+      transpose_tile(tile, s);  // so that the mirrored stores are contiguous too
+      store_tile(g, tile, c.j0, p.ny, c.i0, p.nx);
+    }
+  }
+}
+
+// out[i][c] = 0 for i < rows, c < cols.
+template <typename T>
+__global__ void fill_zero_kernel(T* out, int64_t ldo, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride)
+    out[e / cols * ldo + e % cols] = T(0);
+}
+
+// out = K(X, Y) @ V, queued on `stream`.
+template <typename T>
+void launch_rbf_matvec(const RbfProblem<T>& p, const MatvecArgs<T>& m, Stream stream) {
+  if (p.nx <= 0 || m.k <= 0) return;
+  // The tiles add into out with atomics, so it starts at zero.
+  launch(fill_zero_kernel<T>, dim3(grid_blocks(p.nx * m.k, THREADS)), dim3(THREADS), 0, stream, m.out, m.ldo,
+         p.nx, m.k);
+  if (p.ny <= 0) return;
+  const TileGrid tiles = tile_grid(p);
+  launch(rbf_matvec_kernel<T>, dim3(grid_blocks(tiles.count(), 1)), dim3(TX, TY), 0, stream, p, m, tiles);
+}
+
+// out = K(X, Y), or the squared distances, queued on `stream`.
+template <typename T>
+void launch_rbf_gram(const RbfProblem<T>& p, const GramArgs<T>& g, Stream stream) {
+  if (p.nx <= 0 || p.ny <= 0) return;
+  const TileGrid tiles = tile_grid(p);
+  launch(rbf_gram_kernel<T>, dim3(grid_blocks(tiles.count(), 1)), dim3(TX, TY), 0, stream, p, g, tiles);
+}
+
+}  // namespace DLMSVDD_GPU_BACKEND
+}  // namespace dlmsvdd::gpu
