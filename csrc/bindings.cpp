@@ -4,10 +4,12 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/params.h"
+#include "cpu/dual_cpu.h"
 #include "cpu/rbf_cpu.h"
 #include "cuda/rbf_cuda.h"
 #include "dlpack_bridge.h"
@@ -146,6 +148,130 @@ void rbf_gram(py::handle X, py::handle Y, py::handle out, double gamma, bool sym
     gram_typed<double>(x, y, o, gamma, symmetric, distances_only, backend, stream);
 }
 
+// ---- the lp-SVDD dual
+
+template <typename T>
+DualCoefs<T> coefs_from(const py::dict& d) {
+  DualCoefs<T> c;
+  c.q = d["q"].cast<T>();
+  c.pen_normal = d["pen_normal"].cast<T>();
+  c.pen_anomaly = d["pen_anomaly"].cast<T>();
+  c.mu_normal = d["mu_normal"].cast<T>();
+  c.mu_anomaly = d["mu_anomaly"].cast<T>();
+  return c;
+}
+
+// alpha, Ka and t: 1-D, same length, dtype and device, unit stride.
+struct DualState {
+  ArrayView alpha, ka, t;
+};
+
+DualState dual_state(py::handle alpha, py::handle ka, py::handle t) {
+  DualState s{view_array(alpha, "alpha", 1, 1), view_array(ka, "Ka", 1, 1), view_array(t, "t", 1, 1)};
+  for (const ArrayView* a : {&s.ka, &s.t}) require_same(s.alpha, *a);
+  for (const ArrayView* a : {&s.alpha, &s.ka, &s.t}) {
+    if (a->rows != s.alpha.rows) fail(a->name + ": length " + std::to_string(a->rows) + " differs from alpha's");
+    if (a->rows > 1 && a->ld != 1) fail(a->name + ": must be contiguous");
+  }
+  if (s.alpha.device != Device::cpu) fail("the compiled dual routines run on CPU arrays here");
+  return s;
+}
+
+template <typename T>
+py::dict oracle_dict(const OracleResult<T>& r, const DualCoefs<T>& c) {
+  py::dict d;
+  d["fw_normal"] = r.fw_normal;
+  d["fw_anomaly"] = r.fw_anomaly;
+  d["away_normal"] = r.away_normal;
+  d["away_anomaly"] = r.away_anomaly;
+  d["g_fw_normal"] = double(r.g_fw_normal);
+  d["g_fw_anomaly"] = double(r.g_fw_anomaly);
+  d["quadratic"] = r.quadratic;
+  d["penalty"] = r.penalty;
+  d["objective"] = r.objective();
+  d["gap"] = r.gap(c);
+  return d;
+}
+
+template <typename T>
+py::dict dual_oracle_typed(const DualState& s, const py::dict& coefs) {
+  const DualCoefs<T> c = coefs_from<T>(coefs);
+  OracleResult<T> r;
+  {
+    py::gil_scoped_release release;
+    r = cpu::dual_oracle<T>(s.alpha.ptr<T>(), s.ka.ptr<T>(), s.t.ptr<T>(), s.alpha.rows, c);
+  }
+  return oracle_dict(r, c);
+}
+
+py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs) {
+  const DualState s = dual_state(alpha, ka, t);
+  return s.alpha.dtype == DType::float32 ? dual_oracle_typed<float>(s, coefs) : dual_oracle_typed<double>(s, coefs);
+}
+
+template <typename T>
+py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::string& method, int64_t max_iter,
+                        double tol, int64_t step_offset, const ArrayView& hist_obj, const ArrayView& hist_gap,
+                        const std::string& source, py::handle matrix, double gamma, int64_t cache_slots) {
+  const int64_t n = s.alpha.rows;
+  cpu::FwOptions o;
+  if (method == "vanilla") o.method = cpu::FwMethod::vanilla;
+  else if (method == "pairwise") o.method = cpu::FwMethod::pairwise;
+  else fail("method must be 'vanilla' or 'pairwise', got '" + method + "'");
+  o.max_iter = max_iter;
+  o.tol = tol;
+  o.step_offset = step_offset;
+
+  const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2);
+  require_same(s.alpha, m);
+  if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
+  std::unique_ptr<cpu::ColumnSource<T>> columns;
+  if (source == "dense") {
+    if (m.cols != n) fail("K must be square");
+    columns = std::make_unique<cpu::DenseColumns<T>>(m.ptr<T>(), m.ld);
+  } else if (source == "features") {
+    if (!(gamma > 0)) fail("gamma must be positive");
+    columns = std::make_unique<cpu::FeatureColumns<T>>(m.ptr<T>(), m.ld, n, m.cols, T(gamma), cache_slots);
+  } else if (source == "factor") {
+    columns = std::make_unique<cpu::FactorColumns<T>>(m.ptr<T>(), m.ld, n, m.cols, cache_slots);
+  } else {
+    fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
+  }
+  const DualCoefs<T> c = coefs_from<T>(coefs);  // reads Python objects: before releasing the GIL
+  cpu::FwReport rep;
+  {
+    py::gil_scoped_release release;
+    rep = cpu::fw_solve<T>(*columns, s.alpha.ptr<T>(), s.ka.ptr<T>(), s.t.ptr<T>(), n, c, o,
+                           hist_obj.ptr<double>(), hist_gap.ptr<double>());
+  }
+  py::dict d;
+  d["n_iter"] = rep.n_iter;
+  d["converged"] = rep.converged;
+  if (auto* cached = dynamic_cast<cpu::CachedColumns<T>*>(columns.get())) {
+    d["cache_hits"] = cached->hits();
+    d["cache_misses"] = cached->misses();
+  }
+  return d;
+}
+
+py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, const std::string& method,
+                  int64_t max_iter, double tol, int64_t step_offset, py::handle history_objective,
+                  py::handle history_gap, const std::string& source, py::handle matrix, double gamma,
+                  int64_t cache_slots) {
+  const DualState s = dual_state(alpha, ka, t);
+  const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
+  const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
+  for (const ArrayView* h : {&ho, &hg}) {
+    if (h->dtype != DType::float64 || h->device != Device::cpu || h->rows < max_iter + 1 || (h->rows > 1 && h->ld != 1))
+      fail(h->name + ": must be a contiguous float64 CPU array of at least max_iter + 1 entries");
+    require_writable(*h, {&s.alpha});
+  }
+  if (max_iter < 0) fail("max_iter must be >= 0");
+  return s.alpha.dtype == DType::float32
+             ? fw_solve_typed<float>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache_slots)
+             : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache_slots);
+}
+
 cpu::Isa isa_from_name(const std::string& name) {
   for (cpu::Isa isa : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
     if (name == cpu::isa_name(isa)) return isa;
@@ -182,6 +308,13 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("set_cpu_isa", [](const std::string& name) { cpu::set_active_isa(isa_from_name(name)); },
         py::arg("name"));
+
+  m.def("dual_oracle", &dual_oracle, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"),
+        "One pass over the dual: objective, Frank-Wolfe gap, linear oracle and away atoms.");
+  m.def("fw_solve", &fw_solve, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"), py::arg("method"),
+        py::arg("max_iter"), py::arg("tol"), py::arg("step_offset"), py::arg("history_objective"),
+        py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
+        py::arg("cache_slots") = 2, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
 
   for (auto [prefix, backend] : {std::pair{"", Backend::native}, std::pair{"emulated_", Backend::emulated}}) {
     const Backend b = backend;

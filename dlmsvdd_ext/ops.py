@@ -162,3 +162,38 @@ def supported_cpu_isas() -> list[str]:
 def set_cpu_isa(name: str) -> None:
     """Use the kernels built for ``name`` (also settable with ``DLMSVDD_CPU_ISA``)."""
     _C.set_cpu_isa(name)
+
+
+# ---- the large-margin lp-SVDD dual (used by dlmsvdd_ext.solver)
+
+def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict) -> dict:
+    """One fused pass over the dual at ``alpha`` with ``Ka = K (alpha * t)``.
+
+    Returns the objective, the Frank-Wolfe gap, the linear-oracle atoms
+    (``fw_normal``, ``fw_anomaly``: smallest gradient per class, -1 for an
+    empty class) with their gradients, and the pairwise away atoms.
+    ``coefs`` holds ``q``, ``pen_normal``, ``pen_anomaly``, ``mu_normal``, ``mu_anomaly``.
+    """
+    return _C.dual_oracle(alpha, Ka, t, coefs)
+
+
+def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *, method: str,
+             max_iter: int, tol: float, source: str, matrix: torch.Tensor, gamma: float = 0.0,
+             cache_slots: int = 2, step_offset: int = 0) -> dict:
+    """Frank-Wolfe iterations in compiled code, in place on ``alpha`` and ``Ka``.
+
+    ``method`` is ``"vanilla"`` (step 2/(tau+2+step_offset)) or ``"pairwise"``
+    (exact line search). Kernel columns come from ``source``: ``"dense"`` (K
+    itself), ``"features"`` (exact RBF columns of ``X`` with ``gamma``, LRU-cached
+    in ``cache_slots`` columns) or ``"factor"`` (``Z Z[i]^T``, cached likewise).
+    Returns ``n_iter``, ``converged`` and the per-iteration ``history_objective``
+    and ``history_gap`` (float64, ``n_iter + 1`` entries).
+    """
+    hist_obj = torch.empty(max_iter + 1, dtype=torch.float64)
+    hist_gap = torch.empty(max_iter + 1, dtype=torch.float64)
+    info = _C.fw_solve(alpha, Ka, t, coefs, method, max_iter, tol, step_offset, hist_obj, hist_gap,
+                       source, matrix, float(gamma), int(cache_slots))
+    n = info["n_iter"] + 1
+    info["history_objective"] = hist_obj[:n]
+    info["history_gap"] = hist_gap[:n]
+    return info

@@ -37,6 +37,11 @@ static_assert(TX == 16, "a row of the tile is spread over the lanes of one half-
 template <typename T>
 inline constexpr int kPad = (sizeof(T) == 8 ? 16 : 32) / 16;
 
+// Blocks per SM the register allocation must allow: 4 x 256 threads x 64
+// registers fill an SM's register file; doubles need more, and get 3 (<= 80).
+template <typename T>
+inline constexpr int kMinBlocksPerSm = sizeof(T) == 8 ? 3 : 4;
+
 template <typename T>
 struct TileShared {
   struct Chunk {
@@ -218,7 +223,7 @@ __device__ void store_tile(const GramArgs<T>& g, const T (&tile)[R][R], int64_t 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS) rbf_matvec_kernel(RbfProblem<T> p, MatvecArgs<T> m, TileGrid tiles) {
+__global__ void __launch_bounds__(THREADS, kMinBlocksPerSm<T>) rbf_matvec_kernel(RbfProblem<T> p, MatvecArgs<T> m, TileGrid tiles) {
   __shared__ TileShared<T> s;
   for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
     const TileCoords c = tiles[t];
@@ -233,7 +238,7 @@ __global__ void __launch_bounds__(THREADS) rbf_matvec_kernel(RbfProblem<T> p, Ma
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS) rbf_gram_kernel(RbfProblem<T> p, GramArgs<T> g, TileGrid tiles) {
+__global__ void __launch_bounds__(THREADS, kMinBlocksPerSm<T>) rbf_gram_kernel(RbfProblem<T> p, GramArgs<T> g, TileGrid tiles) {
   __shared__ TileShared<T> s;
   for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
     const TileCoords c = tiles[t];

@@ -92,6 +92,10 @@ struct ThreadState {
 };
 inline thread_local ThreadState current_thread;
 
+// One for all kernels: a __shared__ variable of a __device__ helper is one
+// static shared by every kernel that calls it.
+inline std::mutex one_launch_at_a_time;
+
 // Runs run_block() once per (block, thread) of the grid.
 template <typename F>
 void launch(dim3 grid, dim3 block, size_t smem, const F& run_block) {
@@ -101,7 +105,6 @@ void launch(dim3 grid, dim3 block, size_t smem, const F& run_block) {
   const uint64_t blocks = uint64_t(grid.x) * grid.y * grid.z;
   if (blocks == 0) return;
 
-  static std::mutex one_launch_at_a_time;
   const std::lock_guard lock(one_launch_at_a_time);
   std::unique_ptr<Block> current = std::make_unique<Block>(threads);
   // Completes when every thread has finished a block: only then is it safe to

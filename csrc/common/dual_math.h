@@ -1,0 +1,72 @@
+// The large-margin lp-SVDD dual, coordinate by coordinate, for host and device.
+//
+//   F(alpha) = sum_i pen_k(i) alpha_i^q + a^T K a,   a = alpha * t,
+//   pen_k = cbar_k 2^q,  q = p / (p - 1),
+//   alpha >= 0, sum over normal alpha = mu_normal, over anomalous = mu_anomaly.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "common/rbf_math.h"
+
+namespace dlmsvdd {
+
+template <typename T>
+struct DualCoefs {
+  T q = 2;            // conjugate exponent
+  T pen_normal = 0;   // cbar_1 * 2^q
+  T pen_anomaly = 0;  // cbar_2 * 2^q
+  T mu_normal = 1;    // (nu + 1) / 2
+  T mu_anomaly = 0;   // (nu - 1) / 2
+};
+
+// alpha^e for alpha >= 0 with the common p = 2 case (e = 1 or 2) kept exact and cheap.
+template <typename T>
+DLMSVDD_HD T nonneg_pow(T alpha, T e) {
+  if (e == T(1)) return alpha;
+  if (e == T(2)) return alpha * alpha;
+  return alpha > T(0) ? pow(alpha, e) : T(0);
+}
+
+template <typename T>
+DLMSVDD_HD T penalty_value(T alpha, T pen, T q) {
+  return pen * nonneg_pow(alpha, q);
+}
+
+// d/d alpha of the penalty; also the slack of the sample implied by the dual.
+template <typename T>
+DLMSVDD_HD T penalty_derivative(T alpha, T pen, T q) {
+  return q * pen * nonneg_pow(alpha, q - T(1));
+}
+
+// dF / d alpha_i = 2 t_i (K a)_i + penalty'(alpha_i).
+template <typename T>
+DLMSVDD_HD T dual_gradient(T t, T ka, T alpha, T pen, T q) {
+  return T(2) * t * ka + penalty_derivative(alpha, pen, q);
+}
+
+// What one pass over (alpha, K a) gives: the objective, the linear oracle (the
+// smallest gradient in each class), the away atoms of pairwise Frank-Wolfe (the
+// largest gradient among each class's support), and <alpha, g> for the gap
+//   gap = <alpha, g> - mu_normal g[fw_normal] - mu_anomaly g[fw_anomaly].
+template <typename T>
+struct OracleResult {
+  int64_t fw_normal = -1, fw_anomaly = -1;      // argmin g per class
+  int64_t away_normal = -1, away_anomaly = -1;  // argmax g over alpha > 0 per class
+  T g_fw_normal = 0, g_fw_anomaly = 0;
+  T g_away_normal = 0, g_away_anomaly = 0;
+  // Sums in double even for float data: the gap is a difference of nearly
+  // equal numbers near the optimum.
+  double alpha_dot_g = 0;
+  double quadratic = 0;  // a^T K a
+  double penalty = 0;
+
+  DLMSVDD_HD double objective() const { return quadratic + penalty; }
+  DLMSVDD_HD double gap(const DualCoefs<T>& c) const {
+    double g = alpha_dot_g - double(c.mu_normal) * double(g_fw_normal);
+    if (fw_anomaly >= 0) g -= double(c.mu_anomaly) * double(g_fw_anomaly);
+    return g;
+  }
+};
+
+}  // namespace dlmsvdd

@@ -1,0 +1,150 @@
+"""The large-margin lp-SVDD dual (the paper's eq. 3) in the form the solvers use.
+
+    F(alpha) = cbar1 sum_{I_N} (2 alpha_i)^q + cbar2 sum_{I_A} (2 alpha_l)^q + a^T K a,
+    a = alpha * t,  q = p / (p - 1),  cbar_k = 0.5 (c_k p)^(-1/(p-1)) (1 - 1/p),
+    alpha >= 0,  sum(alpha) = nu,  t^T alpha = 1.
+
+The feasible set is a product of two scaled simplices: the normal weights sum to
+``mu_normal = (nu + 1) / 2`` and the anomalous ones to ``mu_anomaly = (nu - 1) / 2``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DualProblem:
+    t: torch.Tensor  # +1 normal, -1 anomaly, in the features' dtype and device
+    p: float
+    nu: float
+    c1: float
+    c2: float
+
+    @classmethod
+    def from_labels(cls, t: torch.Tensor, p: float = 2.0, nu: float = 1.2,
+                    c1: float | None = None, c2: float | None = None) -> "DualProblem":
+        """Validates the hyper-parameters; c1, c2 default to 1/|I_N| and 1/|I_A|."""
+        if t.ndim != 1 or t.numel() == 0:
+            raise ValueError("labels must be a non-empty 1-D array")
+        if not bool(((t == 1) | (t == -1)).all()):
+            raise ValueError("labels must be +1 (normal) or -1 (anomaly)")
+        n_normal = int((t > 0).sum())
+        n_anomaly = t.numel() - n_normal
+        if n_normal == 0:
+            raise ValueError("there are no normal samples (label +1)")
+        if not (p > 1) or not math.isfinite(p):
+            raise ValueError(f"p must be a finite number > 1, got {p}")
+        if not (nu >= 1) or not math.isfinite(nu):
+            raise ValueError(f"nu must be >= 1, got {nu}")
+        if n_anomaly == 0 and nu != 1:
+            raise ValueError(f"without anomalies nu must be 1 (one-class SVDD), got {nu}")
+        c1 = 1.0 / n_normal if c1 is None else float(c1)
+        c2 = (1.0 / n_anomaly if n_anomaly else 1.0) if c2 is None else float(c2)
+        for name, c in (("c1", c1), ("c2", c2)):
+            if not (c > 0) or not math.isfinite(c):
+                raise ValueError(f"{name} must be a positive finite number, got {c}")
+        return cls(t=t, p=float(p), nu=float(nu), c1=c1, c2=c2)
+
+    # -- derived constants
+    @property
+    def q(self) -> float:
+        return self.p / (self.p - 1.0)
+
+    def cbar(self, c: float) -> float:
+        return 0.5 * (c * self.p) ** (-1.0 / (self.p - 1.0)) * (1.0 - 1.0 / self.p)
+
+    @property
+    def mu_normal(self) -> float:
+        return (self.nu + 1.0) / 2.0
+
+    @property
+    def mu_anomaly(self) -> float:
+        return (self.nu - 1.0) / 2.0
+
+    @property
+    def normal(self) -> torch.Tensor:
+        return self.t > 0
+
+    @property
+    def has_anomalies(self) -> bool:
+        return bool((self.t < 0).any())
+
+    def coefs(self) -> dict:
+        """The constants the compiled routines take: penalties pen_k = cbar_k 2^q."""
+        two_q = 2.0 ** self.q
+        return {"q": self.q, "pen_normal": self.cbar(self.c1) * two_q, "pen_anomaly": self.cbar(self.c2) * two_q,
+                "mu_normal": self.mu_normal, "mu_anomaly": self.mu_anomaly}
+
+    # -- vectors
+    def penalty_weights(self) -> torch.Tensor:
+        c = self.coefs()
+        return self._per_class(c["pen_normal"], c["pen_anomaly"])
+
+    def _per_class(self, normal_value: float, anomaly_value: float) -> torch.Tensor:
+        """A vector holding one value on normal samples and another on anomalous
+        ones, built in the labels' dtype (torch.where on Python floats would
+        round through float32)."""
+        out = torch.full_like(self.t, anomaly_value)
+        out[self.normal] = normal_value
+        return out
+
+    def penalty_derivative(self, alpha: torch.Tensor) -> torch.Tensor:
+        """d/d alpha of the penalty; also each sample's slack implied by the dual.
+
+        For q = 2 the quadratic extends to negative alpha (momentum steps may
+        leave the feasible set); other powers are taken at max(alpha, 0)."""
+        q = self.q
+        if q == 2.0:
+            return 2.0 * self.penalty_weights() * alpha
+        return q * self.penalty_weights() * alpha.clamp_min(0) ** (q - 1.0)
+
+    def gradient(self, alpha: torch.Tensor, Ka: torch.Tensor) -> torch.Tensor:
+        return 2.0 * self.t * Ka + self.penalty_derivative(alpha)
+
+    def objective(self, alpha: torch.Tensor, Ka: torch.Tensor) -> float:
+        a = alpha.double() if self.q == 2.0 else alpha.clamp_min(0).double()
+        pen = (self.penalty_weights().double() * a ** self.q).sum()
+        return float(pen + (self.t.double() * alpha.double() * Ka.double()).sum())
+
+    def uniform_alpha(self) -> torch.Tensor:
+        """Uniform weights within each class (the usual Frank-Wolfe start)."""
+        normal = self.normal
+        n_normal = int(normal.sum())
+        n_anomaly = self.t.numel() - n_normal
+        return self._per_class(self.mu_normal / n_normal, self.mu_anomaly / max(n_anomaly, 1))
+
+    def project(self, v: torch.Tensor) -> torch.Tensor:
+        """Euclidean projection onto the feasible set (each class onto its scaled simplex)."""
+        out = torch.zeros_like(v)
+        normal = self.normal
+        out[normal] = project_simplex(v[normal], self.mu_normal)
+        if self.has_anomalies:
+            out[~normal] = project_simplex(v[~normal], self.mu_anomaly)
+        return out
+
+    def check_feasible(self, alpha: torch.Tensor) -> None:
+        if alpha.shape != self.t.shape:
+            raise ValueError(f"alpha must have shape {tuple(self.t.shape)}, got {tuple(alpha.shape)}")
+        if not bool(torch.isfinite(alpha).all()) or bool((alpha < 0).any()):
+            raise ValueError("alpha must be finite and non-negative")
+        for mask, mu, name in ((self.normal, self.mu_normal, "normal"), (~self.normal, self.mu_anomaly, "anomalous")):
+            if mask.any():
+                s = float(alpha[mask].double().sum())
+                if abs(s - mu) > 1e-5 * max(mu, 1.0):
+                    raise ValueError(f"alpha's {name} weights sum to {s}, the constraints need {mu}")
+
+
+def project_simplex(v: torch.Tensor, mass: float) -> torch.Tensor:
+    """Projection of v onto {x >= 0, sum(x) = mass} (sort-based, O(n log n))."""
+    if mass == 0.0 or v.numel() == 0:
+        return torch.zeros_like(v)
+    u, _ = torch.sort(v.double(), descending=True)
+    css = torch.cumsum(u, 0) - mass
+    k = torch.arange(1, v.numel() + 1, dtype=torch.float64, device=v.device)
+    rho = int(torch.nonzero(u - css / k > 0)[-1])
+    theta = css[rho] / (rho + 1)
+    return (v.double() - theta).clamp_min(0).to(v.dtype)
