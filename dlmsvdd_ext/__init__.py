@@ -1,9 +1,12 @@
-"""dlmsvdd_ext: compiled RBF kernels (C++ and CUDA) for DLM-SVDD.
+"""dlmsvdd_ext: compiled RBF kernels (C++ and CUDA) and the large-margin lp-SVDD solver.
 
-``dlmsvdd_ext.ops`` holds the array operations; see its docstrings.
+* ``dlmsvdd_ext.ops``: the array operations (kernel products, Gram, columns, the dual's oracle).
+* ``dlmsvdd_ext.solver``: the certified dual solvers and boundary recovery.
+* ``dlmsvdd_ext.LpSVDD``: the scikit-learn outlier estimator on fixed features.
 """
 
 from . import _C, ops
+from .svdd import LpSVDD
 
 __version__ = "0.1.0"
 
@@ -18,4 +21,4 @@ def cuda_available() -> bool:
     return bool(_C.cuda_available())
 
 
-__all__ = ["ops", "built_with_cuda", "cuda_available", "__version__"]
+__all__ = ["ops", "LpSVDD", "built_with_cuda", "cuda_available", "__version__"]

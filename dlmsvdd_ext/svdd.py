@@ -1,0 +1,191 @@
+"""LpSVDD: the large-margin lp-SVDD on fixed features, as a scikit-learn outlier estimator."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from . import ops
+from .dual import DualProblem
+from .kernel_operator import exact_rbf_operator
+from .solver import METHODS, recover_boundary, solve
+
+KERNELS = ("exact",)
+
+
+def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
+    """A float32/float64 2-D tensor of finite values, and whether X was numpy-like."""
+    if isinstance(X, torch.Tensor):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}")
+        if X.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
+        if not bool(torch.isfinite(X).all()):
+            raise ValueError(f"{name} contains NaN or infinity")
+        T, numpy_like = X.detach(), False
+    else:
+        arr = check_array(X, dtype=[np.float64, np.float32], input_name=name)
+        T, numpy_like = torch.from_numpy(np.ascontiguousarray(arr)), True
+    if device is not None:
+        T = T.to(device)
+    return T, numpy_like
+
+
+def _labels(y, n: int, like: torch.Tensor) -> torch.Tensor:
+    if y is None:
+        return torch.ones(n, dtype=like.dtype, device=like.device)
+    y_arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    if y_arr.ndim != 1 or y_arr.shape[0] != n:
+        raise ValueError(f"y must be 1-D with one label per sample ({n}), got shape {y_arr.shape}")
+    if not np.all(np.isin(y_arr, (1, -1))):
+        bad = np.unique(y_arr[~np.isin(y_arr, (1, -1))])[:5]
+        raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}")
+    return torch.as_tensor(y_arr.astype(np.float64), dtype=like.dtype, device=like.device)
+
+
+class LpSVDD(OutlierMixin, BaseEstimator):
+    """Large-margin lp-SVDD (Arashloo 2024) with an RBF kernel, solved to a certified optimum.
+
+    Parameters
+    ----------
+    p : float > 1
+        Slack exponent of the primal; the dual uses q = p / (p - 1).
+    nu : float >= 1
+        Margin weight; the normal weights sum to (nu + 1) / 2 and the anomalous
+        ones to (nu - 1) / 2. Without anomalies nu must be 1.
+    c1, c2 : float or None
+        Slack penalties of normal and anomalous samples (default 1/|I_N|, 1/|I_A|).
+    gamma : "median" or float
+        RBF bandwidth; "median" is 1 / median squared pairwise distance.
+    kernel : "exact"
+        The kernel operator (approximations come with the kernel backends).
+    n_components : int
+        Approximation budget m (unused by the exact kernel).
+    solver : "apg", "pairwise" or "paper"
+        See ``dlmsvdd_ext.solver``.
+    max_iter, tol
+        Stop after max_iter iterations or when the Frank-Wolfe gap is at most
+        tol times the dual objective.
+    cache_size : float
+        Memory budget in MB for the kernel matrix (materialised when it fits,
+        otherwise on-the-fly products and an LRU cache of columns).
+    recovery : "kkt" or "paper"
+        How r^2 and rho^2 are recovered (see ``dlmsvdd_ext.solver.recover_boundary``).
+    random_state : int or None
+        Seeds the bandwidth's subsample.
+    device : str, torch.device or None
+        Where to compute; default: where X is.
+
+    Scores: ``dissimilarity(X)`` is the paper's f(x), the squared RKHS distance
+    to the centre (higher = more anomalous); ``score_samples = -f`` (higher =
+    more normal); ``decision_function = r^2 - f``; ``predict`` gives +1 inside
+    the sphere of radius r, -1 outside.
+    """
+
+    def __init__(self, p=2.0, nu=1.2, c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
+                 solver="apg", max_iter=1000, tol=1e-6, cache_size=1024, recovery="kkt", random_state=None,
+                 device=None):
+        self.p = p
+        self.nu = nu
+        self.c1 = c1
+        self.c2 = c2
+        self.gamma = gamma
+        self.kernel = kernel
+        self.n_components = n_components
+        self.solver = solver
+        self.max_iter = max_iter
+        self.tol = tol
+        self.cache_size = cache_size
+        self.recovery = recovery
+        self.random_state = random_state
+        self.device = device
+
+    def _check_params(self):
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
+        if self.solver not in METHODS:
+            raise ValueError(f"solver must be one of {METHODS}, got {self.solver!r}")
+        if not (isinstance(self.gamma, str) and self.gamma == "median"):
+            if not isinstance(self.gamma, numbers.Real) or not (self.gamma > 0) or not np.isfinite(self.gamma):
+                raise ValueError(f"gamma must be 'median' or a positive number, got {self.gamma!r}")
+        if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
+            raise ValueError(f"cache_size must be a positive number of MB, got {self.cache_size!r}")
+
+    def fit(self, X, y=None):
+        """Fits on features X (n, d) with labels y in {+1 normal, -1 anomaly} (default all normal)."""
+        self._check_params()
+        X_t, _ = _features(X, device=self.device)
+        t = _labels(y, X_t.shape[0], X_t)
+        problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2)
+        if isinstance(self.gamma, str):
+            if X_t.shape[0] < 2:
+                raise ValueError(f"gamma='median' needs at least 2 samples, got n_samples = {X_t.shape[0]}; give gamma as a number")
+            median = ops.median_sq_distance(X_t, max_samples=2000, seed=self.random_state)
+            if not median > 0:
+                raise ValueError("all samples are identical: the median distance is 0; give gamma as a number")
+            self.gamma_ = 1.0 / median
+        else:
+            self.gamma_ = float(self.gamma)
+        op = exact_rbf_operator(X_t, self.gamma_, self.cache_size)
+        result = solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol)
+        boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery)
+
+        alpha = result.alpha
+        self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
+        support = torch.as_tensor(self.support_, device=X_t.device)
+        self.support_vectors_ = X_t[support].contiguous()
+        self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
+        self.alpha_ = alpha.cpu().numpy()
+        self.objective_ = result.objective
+        self.gap_ = result.gap
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.history_ = result.history
+        self.aKa_ = boundary.aKa
+        self.r2_, self.rho2_ = boundary.r2, boundary.rho2
+        self.b_normal_, self.b_anomaly_ = boundary.b_normal, boundary.b_anomaly
+        self.offset_ = -self.r2_
+        self.n_features_in_ = X_t.shape[1]
+        return self
+
+    def _scored(self, X):
+        check_is_fitted(self, "dual_coef_")
+        X_t, numpy_like = _features(X, device=self.support_vectors_.device)
+        if X_t.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
+                             f"{self.n_features_in_} features as input")
+        X_t = X_t.to(self.support_vectors_.dtype)
+        k_a = ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
+        f = 1.0 - 2.0 * k_a + self.aKa_  # k(x, x) = 1 for the RBF kernel
+        return f, numpy_like
+
+    @staticmethod
+    def _out(values: torch.Tensor, numpy_like: bool):
+        return values.cpu().numpy() if numpy_like else values
+
+    def dissimilarity(self, X):
+        """The paper's f(x) = ||Phi(x) - C||^2 = 1 - 2 k(x)^T a + a^T K a; higher = more anomalous."""
+        f, numpy_like = self._scored(X)
+        return self._out(f, numpy_like)
+
+    def score_samples(self, X):
+        """-f(x): higher = more normal."""
+        f, numpy_like = self._scored(X)
+        return self._out(-f, numpy_like)
+
+    def decision_function(self, X):
+        """r^2 - f(x): positive inside the sphere (normal)."""
+        f, numpy_like = self._scored(X)
+        return self._out(-f - self.offset_, numpy_like)
+
+    def predict(self, X):
+        """+1 (normal) inside the sphere of radius r, -1 outside."""
+        f, numpy_like = self._scored(X)
+        labels = torch.where(-f - self.offset_ >= 0, 1, -1)
+        return self._out(labels, numpy_like)
