@@ -1,0 +1,219 @@
+"""The dual solvers against an independent QP solver (scipy SLSQP), and the boundary recovery."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import minimize
+
+from dlmsvdd_ext import ops
+from dlmsvdd_ext.dual import DualProblem, project_simplex
+from dlmsvdd_ext.kernel_operator import DenseKernel, LowRankKernel, RbfOnTheFly, exact_rbf_operator
+from dlmsvdd_ext.solver import recover_boundary, solve
+
+from conftest import rbf_reference
+
+
+def make_problem(seed, n, with_anomalies, d=5):
+    """Points around a few random centres; roughly a third anomalous."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((3, d)) * 2
+    X = centres[rng.integers(0, 3, n)] + rng.standard_normal((n, d))
+    t = np.ones(n)
+    if with_anomalies:
+        t[rng.permutation(n)[: n // 3]] = -1
+    gamma = 1.0 / np.median(((X[:, None] - X[None]) ** 2).sum(-1)[np.triu_indices(n, 1)])
+    return torch.from_numpy(X), torch.from_numpy(t), gamma
+
+
+def qp_reference(K, t, prob: DualProblem):
+    """The dual solved by SLSQP with analytic gradients, to high accuracy."""
+    c = prob.coefs()
+    pen = np.where(t > 0, c["pen_normal"], c["pen_anomaly"])
+    q = prob.q
+
+    def f(al):
+        a = al * t
+        return float(pen @ np.maximum(al, 0) ** q + a @ K @ a)
+
+    def grad(al):
+        return 2 * t * (K @ (al * t)) + q * pen * np.maximum(al, 0) ** (q - 1)
+
+    normal = t > 0
+    cons = [{"type": "eq", "fun": lambda al: al[normal].sum() - prob.mu_normal, "jac": lambda al: normal * 1.0}]
+    if (~normal).any():
+        cons.append({"type": "eq", "fun": lambda al: al[~normal].sum() - prob.mu_anomaly, "jac": lambda al: (~normal) * 1.0})
+    x0 = prob.uniform_alpha().numpy()
+    res = minimize(f, x0, jac=grad, constraints=cons, bounds=[(0, None)] * len(t), method="SLSQP",
+                   options={"ftol": 1e-15, "maxiter": 2000})
+    return res.x, f(res.x)
+
+
+CASES = [(seed, p, nu, True) for seed, (p, nu) in enumerate(itertools.product([1.2, 2.0, 5.0], [1.0, 1.2, 2.0, 5.0]))]
+CASES += [(100 + seed, p, nu, True) for seed, (p, nu) in enumerate(itertools.product([1.2, 2.0, 5.0], [1.2, 2.0]))]
+CASES += [(200 + seed, p, 1.0, False) for seed, p in enumerate([1.2, 2.0, 5.0])]
+
+
+@pytest.mark.parametrize("method", ["apg", "pairwise"])
+@pytest.mark.parametrize("seed,p,nu,with_anomalies", CASES)
+def test_solvers_match_slsqp(seed, p, nu, with_anomalies, method):
+    n = 20 + (seed * 7) % 41  # 20 .. 60
+    X, t, gamma = make_problem(seed, n, with_anomalies)
+    prob = DualProblem.from_labels(t, p=p, nu=nu)
+    K = rbf_reference(X.numpy(), X.numpy(), gamma)
+    _, f_ref = qp_reference(K, t.numpy(), prob)
+
+    res = solve(exact_rbf_operator(X, gamma), prob, method=method, max_iter=20000, tol=1e-9)
+    alpha = res.alpha.numpy()
+    # Feasible.
+    assert alpha.min() >= 0
+    assert abs(alpha[t.numpy() > 0].sum() - prob.mu_normal) <= 1e-12
+    if with_anomalies:
+        assert abs(alpha[t.numpy() < 0].sum() - prob.mu_anomaly) <= 1e-12
+    # The reported objective is the true one at the returned alpha.
+    a = alpha * t.numpy()
+    pen = np.where(t.numpy() > 0, prob.coefs()["pen_normal"], prob.coefs()["pen_anomaly"])
+    f_true = pen @ alpha ** prob.q + a @ K @ a
+    assert abs(res.objective - f_true) <= 1e-10 * f_true
+    # Optimal: matches the QP solver within 1e-6 relative ...
+    assert res.converged
+    assert abs(f_true - f_ref) <= 1e-6 * f_ref
+    # ... and the gap bounds the suboptimality: F* <= f_ref, so f_true - f_ref <= gap.
+    assert f_true - f_ref <= res.gap + 1e-12
+    assert res.gap <= 1e-9 * f_true
+
+
+@pytest.mark.parametrize("seed,p,nu,with_anomalies", CASES[:6])
+def test_paper_solver_is_bounded_by_its_gap(seed, p, nu, with_anomalies):
+    X, t, gamma = make_problem(seed, 40, with_anomalies)
+    prob = DualProblem.from_labels(t, p=p, nu=nu)
+    K = rbf_reference(X.numpy(), X.numpy(), gamma)
+    _, f_ref = qp_reference(K, t.numpy(), prob)
+    res = solve(exact_rbf_operator(X, gamma), prob, method="paper", max_iter=1000, tol=0.0)
+    assert res.n_iter == 1000 and not res.converged
+    assert res.objective >= f_ref - 1e-9 * f_ref  # never below the optimum
+    assert res.objective - f_ref <= res.gap + 1e-12
+    # Its first step (lambda = 1) jumps to a vertex; from there it descends on the whole.
+    hist = np.array(res.history["objective"])
+    assert hist[-1] < hist[1]
+
+
+@pytest.mark.parametrize("p", [1.2, 2.0, 5.0])
+def test_kkt_recovery_makes_margins_constant(p):
+    """At a certified optimum f_i - eps_i is the same for every normal support
+    vector (= b_N) and f_l + eps_l for every anomalous one (= b_A), with the slack
+    the dual implies, eps = penalty'(alpha)."""
+    X, t, gamma = make_problem(7, 50, True)
+    prob = DualProblem.from_labels(t, p=p, nu=1.2)
+    op = exact_rbf_operator(X, gamma)
+    res = solve(op, prob, method="pairwise", max_iter=50000, tol=1e-12)
+    b = recover_boundary(prob, res.alpha, res.Ka)
+    K = torch.from_numpy(rbf_reference(X.numpy(), X.numpy(), gamma))
+    Ka = K @ (res.alpha * t)
+    aKa = float((res.alpha * t) @ Ka)
+    f = 1 - 2 * Ka + aKa
+    eps = prob.penalty_derivative(res.alpha)
+    normal = t > 0
+    sv = res.alpha > 1e-9 * res.alpha.max()
+    inner = (f - eps)[normal & sv]
+    outer = (f + eps)[~normal & sv]
+    assert len(inner) > 5 and len(outer) > 2
+    assert float(inner.max() - inner.min()) <= 1e-6
+    assert float(outer.max() - outer.min()) <= 1e-6
+    assert abs(float(inner.mean()) - b.b_normal) <= 1e-6
+    assert abs(float(outer.mean()) - b.b_anomaly) <= 1e-6
+    assert abs(b.r2 - (b.b_normal + b.b_anomaly) / 2) <= 1e-12
+    assert abs(b.rho2 - (b.b_anomaly - b.b_normal) / 2) <= 1e-12
+
+
+def test_paper_recovery_differs_by_the_slack_factor():
+    """At p = 2 the paper's slack is half the dual's: its averaged boundaries are biased."""
+    X, t, gamma = make_problem(3, 50, True)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    res = solve(exact_rbf_operator(X, gamma), prob, method="pairwise", max_iter=50000, tol=1e-12)
+    kkt = recover_boundary(prob, res.alpha, res.Ka, "kkt")
+    paper = recover_boundary(prob, res.alpha, res.Ka, "paper")
+    eps = prob.penalty_derivative(res.alpha)  # the dual's slack; the paper uses eps / 2
+    for mask, kkt_b, paper_b, sign in ((t > 0, kkt.b_normal, paper.b_normal, 1), (t < 0, kkt.b_anomaly, paper.b_anomaly, -1)):
+        w = res.alpha[mask]
+        support = w > 1e-6 * w.max()  # the averaging runs over the support vectors
+        assert paper_b == pytest.approx(kkt_b + sign * float(eps[mask][support].mean()) / 2, abs=1e-6)
+
+
+def test_one_class_recovery():
+    X, t, gamma = make_problem(5, 40, False)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.0)
+    res = solve(exact_rbf_operator(X, gamma), prob, tol=1e-10)
+    b = recover_boundary(prob, res.alpha, res.Ka)
+    assert b.rho2 == 0.0 and b.b_normal == b.b_anomaly == b.r2
+
+
+@pytest.mark.parametrize("method", ["apg", "pairwise", "paper"])
+def test_kernel_operators_agree(method):
+    """Dense, on-the-fly (with a 3-column cache) and an exact factor give the same solution."""
+    X, t, gamma = make_problem(11, 45, True)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    K = ops.rbf_gram(X, None, gamma)
+    w, U = torch.linalg.eigh(K)
+    Z = U * w.clamp_min(0).sqrt()  # K = Z Z^T exactly
+    tiny = 3 * 45 * 8  # bytes for 3 columns
+    results = [solve(op, prob, method=method, max_iter=300, tol=1e-10)
+               for op in (DenseKernel(K), RbfOnTheFly(X, gamma, tiny), LowRankKernel(Z, tiny))]
+    for r in results[1:]:
+        assert abs(r.objective - results[0].objective) <= 1e-9 * results[0].objective
+        assert torch.allclose(r.alpha, results[0].alpha, atol=1e-7)
+
+
+def test_warm_start_from_the_optimum_stops_at_once():
+    X, t, gamma = make_problem(2, 50, True)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    op = exact_rbf_operator(X, gamma)
+    first = solve(op, prob, tol=1e-9)
+    again = solve(op, prob, method="pairwise", tol=1e-8, alpha0=first.alpha)
+    assert again.n_iter == 0 and again.converged
+
+
+def test_float32_reaches_the_default_tolerance():
+    X, t, gamma = make_problem(4, 300, True)
+    prob64 = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    ref = solve(exact_rbf_operator(X, gamma), prob64, tol=1e-10)
+    prob32 = DualProblem.from_labels(t.float(), p=2.0, nu=1.2)
+    for method in ("apg", "pairwise"):
+        r = solve(exact_rbf_operator(X.float(), gamma), prob32, method=method, max_iter=5000, tol=1e-6)
+        assert r.converged, method
+        assert abs(r.objective - ref.objective) <= 2e-6 * ref.objective
+
+
+def test_project_simplex_matches_a_qp():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.standard_normal(rng.integers(1, 30))
+        mass = float(rng.uniform(0.1, 3))
+        x = project_simplex(torch.from_numpy(v), mass).numpy()
+        res = minimize(lambda z: 0.5 * ((z - v) ** 2).sum(), np.full_like(v, mass / len(v)), jac=lambda z: z - v,
+                       constraints=[{"type": "eq", "fun": lambda z: z.sum() - mass}], bounds=[(0, None)] * len(v),
+                       method="SLSQP", options={"ftol": 1e-14})
+        np.testing.assert_allclose(x, res.x, atol=1e-6)
+        assert abs(x.sum() - mass) <= 1e-12 and x.min() >= 0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"p": 1.0}, "p must be a finite number > 1"),
+    ({"nu": 0.5}, "nu must be >= 1"),
+    ({"c1": 0.0}, "c1 must be a positive"),
+    ({"c2": -1.0}, "c2 must be a positive"),
+])
+def test_bad_hyper_parameters(kwargs, match):
+    t = torch.tensor([1.0, 1.0, -1.0])
+    with pytest.raises(ValueError, match=match):
+        DualProblem.from_labels(t, **kwargs)
+
+
+def test_bad_labels():
+    with pytest.raises(ValueError, match=r"labels must be \+1"):
+        DualProblem.from_labels(torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="no normal samples"):
+        DualProblem.from_labels(torch.tensor([-1.0, -1.0]))
+    with pytest.raises(ValueError, match="without anomalies nu must be 1"):
+        DualProblem.from_labels(torch.tensor([1.0, 1.0]), nu=1.2)
