@@ -30,8 +30,10 @@ def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
             raise ValueError(f"{name} contains NaN or infinity")
         T, numpy_like = X.detach(), False
     else:
-        arr = check_array(X, dtype=[np.float64, np.float32], input_name=name)
-        T, numpy_like = torch.from_numpy(np.ascontiguousarray(arr)), True
+        arr = np.ascontiguousarray(check_array(X, dtype=[np.float64, np.float32], input_name=name))
+        if not arr.flags.writeable:  # torch wants writable memory (we never write to it)
+            arr = arr.copy()
+        T, numpy_like = torch.from_numpy(arr), True
     if device is not None:
         T = T.to(device)
     return T, numpy_like

@@ -30,3 +30,39 @@ def cross_product(X, Y):
     ceiling for a distinct X and Y."""
     for i in range(0, X.shape[0], BLOCK):
         X[i:i + BLOCK] @ Y.T
+
+
+def paper_frank_wolfe(X, t, gamma, p=2.0, nu=1.2, iterations=1000):
+    """The alpha-step written the paper's way: dense float64 K precomputed,
+    vanilla Frank-Wolfe (step 2/(tau+2)) from uniform weights within each
+    class, K a updated from the two new columns. Returns (alpha, objective).
+    c1 = 1/|I_N|, c2 = 1/|I_A| as in the paper."""
+    X = X.double()
+    t = t.double()
+    sq = (X * X).sum(1)
+    K = torch.exp(-gamma * (sq[:, None] + sq[None, :] - 2.0 * (X @ X.T)).clamp_min_(0))
+    normal = t > 0
+    n_normal, n_anomaly = int(normal.sum()), int((~normal).sum())
+    q = p / (p - 1.0)
+
+    def cbar(c):
+        return 0.5 * (c * p) ** (-1.0 / (p - 1.0)) * (1.0 - 1.0 / p)
+
+    pen = torch.where(normal, torch.tensor(cbar(1.0 / n_normal) * 2.0 ** q, dtype=torch.float64),
+                      torch.tensor(cbar(1.0 / n_anomaly) * 2.0 ** q, dtype=torch.float64))
+    mu_n, mu_a = (nu + 1) / 2, (nu - 1) / 2
+    alpha = torch.where(normal, torch.tensor(mu_n / n_normal, dtype=torch.float64),
+                        torch.tensor(mu_a / n_anomaly, dtype=torch.float64))
+    Ka = K @ (alpha * t)
+    idx_n, idx_a = torch.nonzero(normal).flatten(), torch.nonzero(~normal).flatten()
+    for tau in range(iterations):
+        g = 2 * t * Ka + q * pen * alpha ** (q - 1)
+        i = idx_n[torch.argmin(g[idx_n])]
+        l = idx_a[torch.argmin(g[idx_a])]
+        lam = 2.0 / (tau + 2.0)
+        alpha *= 1 - lam
+        alpha[i] += lam * mu_n
+        alpha[l] += lam * mu_a
+        Ka = (1 - lam) * Ka + lam * (mu_n * K[:, i] - mu_a * K[:, l])
+    objective = float((pen * alpha ** q).sum() + (alpha * t) @ Ka)
+    return alpha, objective
