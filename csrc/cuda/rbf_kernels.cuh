@@ -28,6 +28,7 @@ inline constexpr int BK = 16;  // features per shared-memory chunk of the dot pr
 inline constexpr int KC = 8;   // columns of V per shared-memory chunk
 static_assert(TX == TY, "square tiles: a mirrored tile is transposed in place");
 static_assert(TX == 16, "a row of the tile is spread over the lanes of one half-warp");
+static_assert(BK == 16, "kPad below assumes 16-thread runs down a column, as TX");
 
 // Shared arrays below are written down their columns by 16 consecutive threads
 // (the rest of the warp writing the next rows). Shared memory has 32 four-byte
