@@ -272,24 +272,6 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   }
 }
 
-// Stores the valid part of a tile at (i0, j0).
-template <typename T>
-inline void store_tile(const Tile<T>& kt, int64_t i0, int64_t j0, int64_t nx, int64_t ny, T* out,
-                       int64_t ldo) {
-  constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, W = Simd<T>::W;
-  for (int r = 0; r < MR && i0 + r < nx; ++r) {
-    T* row = out + (i0 + r) * ldo;
-    for (int v = 0; v < NV; ++v) {
-      const int64_t j = j0 + v * W;
-      if (j + W <= ny) {
-        vstore(row + j, kt[r][v]);
-      } else {
-        for (int l = 0; l < W && j + l < ny; ++l) row[j + l] = kt[r][v][l];
-      }
-    }
-  }
-}
-
 // Lower triangle from the upper one, in cache-sized squares.
 template <typename T>
 void mirror_lower(T* out, int64_t n, int64_t ldo) {
@@ -302,9 +284,15 @@ void mirror_lower(T* out, int64_t n, int64_t ldo) {
         for (int64_t j = bj * B; j < std::min(i, (bj + 1) * B); ++j) out[i * ldo + j] = out[j * ldo + i];
 }
 
+// Columns of the Gram matrix a block's tiles are gathered over before they go
+// out as whole rows: storing 14 x 32 tiles straight into an N x N matrix
+// writes partial cache lines across many rows, which the L2 evicts half done.
+constexpr int64_t kGramColumnBlock = 512;
+
 template <typename T>
 void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
-  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
+  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, NV = TileShape<T>::NV, W = Simd<T>::W;
+  static_assert(kGramColumnBlock % NR == 0, "column blocks hold whole panels");
   const PackedColumns<T> cols(pb.y, pb.ldy, pb.ny, pb.d);
   const int threads = omp_get_max_threads();
   const int64_t mc = row_block<T>(pb.nx, pb.d, pb.symmetric ? 4 * threads : threads);
@@ -312,15 +300,26 @@ void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
 #pragma omp parallel
   {
     RowBlock<T> block(mc, pb.d);
+    AlignedBuffer<T> staged(round_up(mc, MR) * kGramColumnBlock);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
       block.pack(pb, b * mc, mc);
       const int64_t j_start = pb.symmetric ? block.begin / NR * NR : 0;
-      for (int64_t j0 = j_start; j0 < cols.n_pad; j0 += NR) {
-        const int64_t q_end = pb.symmetric ? below_diagonal(block, j0) : block.n_panels;
-        block.for_each_tile(cols, j0, q_end, pb.d, pb.gamma, ga.distances_only, [&](int64_t q, Tile<T>& kt) {
-          store_tile<T>(kt, block.begin + q * MR, j0, pb.nx, pb.ny, ga.out, ga.ldo);
-        });
+      for (int64_t jb = j_start; jb < cols.n_pad; jb += kGramColumnBlock) {
+        const int64_t jb_end = std::min(cols.n_pad, jb + kGramColumnBlock);
+        for (int64_t j0 = jb; j0 < jb_end; j0 += NR) {
+          // Symmetric: panels wholly below the diagonal are skipped; their
+          // staged entries are stale, and the mirror pass overwrites them.
+          const int64_t q_end = pb.symmetric ? below_diagonal(block, j0) : block.n_panels;
+          block.for_each_tile(cols, j0, q_end, pb.d, pb.gamma, ga.distances_only, [&](int64_t q, Tile<T>& kt) {
+            T* dst = staged.data() + q * MR * kGramColumnBlock + (j0 - jb);
+            for (int r = 0; r < MR; ++r)
+              for (int v = 0; v < NV; ++v) vstore(dst + r * kGramColumnBlock + v * W, kt[r][v]);
+          });
+        }
+        const int64_t width = std::min(pb.ny, jb_end) - jb;
+        for (int64_t r = 0; r < block.rows; ++r)
+          std::copy_n(staged.data() + r * kGramColumnBlock, width, ga.out + (block.begin + r) * ga.ldo + jb);
       }
     }
   }
