@@ -212,11 +212,11 @@ py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::di
 template <typename T>
 py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::string& method, int64_t max_iter,
                         double tol, int64_t step_offset, const ArrayView& hist_obj, const ArrayView& hist_gap,
-                        const std::string& source, py::handle matrix, double gamma, int64_t cache_slots) {
+                        const std::string& source, py::handle matrix, double gamma, py::handle cache) {
   const int64_t n = s.alpha.rows;
-  cpu::FwOptions o;
-  if (method == "vanilla") o.method = cpu::FwMethod::vanilla;
-  else if (method == "pairwise") o.method = cpu::FwMethod::pairwise;
+  FwOptions o;
+  if (method == "vanilla") o.method = FwMethod::vanilla;
+  else if (method == "pairwise") o.method = FwMethod::pairwise;
   else fail("method must be 'vanilla' or 'pairwise', got '" + method + "'");
   o.max_iter = max_iter;
   o.tol = tol;
@@ -225,20 +225,27 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
   const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2);
   require_same(s.alpha, m);
   if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
-  std::unique_ptr<cpu::ColumnSource<T>> columns;
+  std::unique_ptr<ColumnSource<T>> columns;
   if (source == "dense") {
     if (m.cols != n) fail("K must be square");
-    columns = std::make_unique<cpu::DenseColumns<T>>(m.ptr<T>(), m.ld);
-  } else if (source == "features") {
-    if (!(gamma > 0)) fail("gamma must be positive");
-    columns = std::make_unique<cpu::FeatureColumns<T>>(m.ptr<T>(), m.ld, n, m.cols, T(gamma), cache_slots);
-  } else if (source == "factor") {
-    columns = std::make_unique<cpu::FactorColumns<T>>(m.ptr<T>(), m.ld, n, m.cols, cache_slots);
+    columns = std::make_unique<DenseColumns<T>>(m.ptr<T>(), m.ld);
+  } else if (source == "features" || source == "factor") {
+    const ArrayView store = view_array(cache, "cache", 2, 2);
+    require_same(s.alpha, store);
+    require_writable(store, {&s.alpha, &s.ka, &m});
+    if (store.rows < 2 || store.cols != n || (store.rows > 1 && store.ld != n))
+      fail("cache must be a contiguous (slots >= 2, n) array");
+    if (source == "features") {
+      if (!(gamma > 0)) fail("gamma must be positive");
+      columns = std::make_unique<cpu::FeatureColumns<T>>(store.ptr<T>(), store.rows, m.ptr<T>(), m.ld, n, m.cols, T(gamma));
+    } else {
+      columns = std::make_unique<cpu::FactorColumns<T>>(store.ptr<T>(), store.rows, m.ptr<T>(), m.ld, n, m.cols);
+    }
   } else {
     fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
   }
   const DualCoefs<T> c = coefs_from<T>(coefs);  // reads Python objects: before releasing the GIL
-  cpu::FwReport rep;
+  FwReport rep;
   {
     py::gil_scoped_release release;
     rep = cpu::fw_solve<T>(*columns, s.alpha.ptr<T>(), s.ka.ptr<T>(), s.t.ptr<T>(), n, c, o,
@@ -247,7 +254,7 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
   py::dict d;
   d["n_iter"] = rep.n_iter;
   d["converged"] = rep.converged;
-  if (auto* cached = dynamic_cast<cpu::CachedColumns<T>*>(columns.get())) {
+  if (auto* cached = dynamic_cast<CachedColumns<T>*>(columns.get())) {
     d["cache_hits"] = cached->hits();
     d["cache_misses"] = cached->misses();
   }
@@ -257,7 +264,7 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
 py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, const std::string& method,
                   int64_t max_iter, double tol, int64_t step_offset, py::handle history_objective,
                   py::handle history_gap, const std::string& source, py::handle matrix, double gamma,
-                  int64_t cache_slots) {
+                  py::handle cache) {
   const DualState s = dual_state(alpha, ka, t);
   const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
   const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
@@ -268,8 +275,8 @@ py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict&
   }
   if (max_iter < 0) fail("max_iter must be >= 0");
   return s.alpha.dtype == DType::float32
-             ? fw_solve_typed<float>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache_slots)
-             : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache_slots);
+             ? fw_solve_typed<float>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache)
+             : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache);
 }
 
 cpu::Isa isa_from_name(const std::string& name) {
@@ -314,7 +321,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("fw_solve", &fw_solve, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"), py::arg("method"),
         py::arg("max_iter"), py::arg("tol"), py::arg("step_offset"), py::arg("history_objective"),
         py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
-        py::arg("cache_slots") = 2, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+        py::arg("cache") = py::none(), "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
 
   for (auto [prefix, backend] : {std::pair{"", Backend::native}, std::pair{"emulated_", Backend::emulated}}) {
     const Backend b = backend;

@@ -191,8 +191,11 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     """
     hist_obj = torch.empty(max_iter + 1, dtype=torch.float64)
     hist_gap = torch.empty(max_iter + 1, dtype=torch.float64)
+    cache = None
+    if source != "dense":  # the column cache's memory, allocated by torch on alpha's device
+        cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=alpha.dtype, device=alpha.device)
     info = _C.fw_solve(alpha, Ka, t, coefs, method, max_iter, tol, step_offset, hist_obj, hist_gap,
-                       source, matrix, float(gamma), int(cache_slots))
+                       source, matrix, float(gamma), cache)
     n = info["n_iter"] + 1
     info["history_objective"] = hist_obj[:n]
     info["history_gap"] = hist_gap[:n]
