@@ -8,7 +8,9 @@
 #if defined(__CUDACC__)
 #define DLMSVDD_HD __host__ __device__ __forceinline__
 #else
-#define DLMSVDD_HD inline
+// Always inlined on the host: each CPU instruction set compiles these with its
+// own flags, and one out-of-line copy would be shared by all of them.
+#define DLMSVDD_HD inline __attribute__((always_inline))
 #endif
 
 namespace dlmsvdd {

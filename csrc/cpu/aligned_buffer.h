@@ -1,4 +1,5 @@
-// A zero-initialised, 64-byte aligned scratch array for packed panels.
+// A 64-byte aligned scratch array, zero-initialised unless the caller will
+// write every element anyway (packed panels: skipping the memset saves a pass).
 #pragma once
 #include <cstddef>
 #include <cstdlib>
@@ -11,12 +12,13 @@ template <typename T>
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
-  explicit AlignedBuffer(size_t n) : n_(n) {
+  enum Init { zeroed, uninitialized };
+  explicit AlignedBuffer(size_t n, Init init = zeroed) : n_(n) {
     size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
     if (bytes == 0) bytes = 64;
     data_ = static_cast<T*>(std::aligned_alloc(64, bytes));
     if (!data_) throw std::bad_alloc();
-    std::memset(data_, 0, bytes);
+    if (init == zeroed) std::memset(data_, 0, bytes);
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;

@@ -26,7 +26,9 @@ struct PackedColumns {
   int64_t n_pad;
   AlignedBuffer<T> panels, norms;
   PackedColumns(const T* y, int64_t ldy, int64_t ny, int64_t d)
-      : n_pad(round_up(ny, TileShape<T>::NR)), panels(n_pad * d), norms(n_pad) {
+      : n_pad(round_up(ny, TileShape<T>::NR)),
+        panels(n_pad * d, AlignedBuffer<T>::uninitialized),
+        norms(n_pad, AlignedBuffer<T>::uninitialized) {
     constexpr int NR = TileShape<T>::NR;
 #pragma omp parallel for schedule(static)
     for (int64_t q = 0; q < n_pad / NR; ++q)
@@ -40,7 +42,10 @@ template <typename T>
 struct RowBlock {
   AlignedBuffer<T> panels, norms, partial;
   int64_t begin = 0, rows = 0, n_panels = 0;
-  RowBlock(int64_t mc, int64_t d) : panels(mc * d), norms(mc), partial(mc * TileShape<T>::NR) {}
+  RowBlock(int64_t mc, int64_t d)
+      : panels(mc * d, AlignedBuffer<T>::uninitialized),
+        norms(mc, AlignedBuffer<T>::uninitialized),
+        partial(mc * TileShape<T>::NR, AlignedBuffer<T>::uninitialized) {}
   void pack(const RbfProblem<T>& pb, int64_t block_begin, int64_t mc) {
     constexpr int MR = TileShape<T>::MR;
     begin = block_begin;

@@ -24,34 +24,33 @@ constexpr int64_t kFusedColumns = 8;
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // Rows [row0, row0 + P) of src as one panel: dst[p][r], zero for rows >= n.
-// norms[r] = ||src_row||^2 (0 for padding).
+// norms[r] = ||src_row||^2 (0 for padding). The depth loop is outermost so the
+// panel is written in order (writing it row by row strides every store).
 template <typename T, int P>
 void pack_panel(const T* src, int64_t ld, int64_t row0, int64_t n, int64_t d, T* dst, T* norms) {
   using V = VecOf<T>;
   constexpr int W = Simd<T>::W;
-  T* out = dst;
+  const int valid = static_cast<int>(std::clamp<int64_t>(n - row0, 0, P));
+  const T* rows[P];
+  for (int r = 0; r < valid; ++r) rows[r] = src + (row0 + r) * ld;
+  for (int64_t p = 0; p < d; ++p) {
+    T* out = dst + p * P;
+    for (int r = 0; r < valid; ++r) out[r] = rows[r][p];
+    for (int r = valid; r < P; ++r) out[r] = 0;
+  }
   for (int r = 0; r < P; ++r) {
-      const int64_t i = row0 + r;
-      const bool valid = i < n;
-      T norm = 0;
-      if (valid) {
-        const T* s = src + i * ld;
-        V acc = {};
-        int64_t p = 0;
-        for (; p + W <= d; p += W) {
-          V v = vload(s + p);
-          acc += v * v;
-          for (int l = 0; l < W; ++l) out[(p + l) * P + r] = v[l];
-        }
-        norm = vsum<T>(acc);
-        for (; p < d; ++p) {
-          out[p * P + r] = s[p];
-          norm += s[p] * s[p];
-        }
-      } else {
-        for (int64_t p = 0; p < d; ++p) out[p * P + r] = 0;
+    T norm = 0;
+    if (r < valid) {
+      V acc = {};
+      int64_t p = 0;
+      for (; p + W <= d; p += W) {
+        const V v = vload(rows[r] + p);
+        acc += v * v;
       }
-      norms[r] = norm;
+      norm = vsum<T>(acc);
+      for (; p < d; ++p) norm += rows[r][p] * rows[r][p];
+    }
+    norms[r] = norm;
   }
 }
 
