@@ -40,12 +40,15 @@ struct PackedColumns {
 // One thread's block of X rows packed in MR-high panels.
 template <typename T>
 struct RowBlock {
+  // Column panels whose partial tiles a block keeps between depth chunks.
+  static constexpr int64_t kBlockPanels = 8;
   AlignedBuffer<T> panels, norms, partial;
-  int64_t begin = 0, rows = 0, n_panels = 0;
+  int64_t max_panels, begin = 0, rows = 0, n_panels = 0;
   RowBlock(int64_t mc, int64_t d)
       : panels(mc * d, AlignedBuffer<T>::uninitialized),
         norms(mc, AlignedBuffer<T>::uninitialized),
-        partial(mc * TileShape<T>::NR, AlignedBuffer<T>::uninitialized) {}
+        partial(kBlockPanels * mc * TileShape<T>::NR, AlignedBuffer<T>::uninitialized),
+        max_panels(mc / TileShape<T>::MR) {}
   void pack(const RbfProblem<T>& pb, int64_t block_begin, int64_t mc) {
     constexpr int MR = TileShape<T>::MR;
     begin = block_begin;
@@ -55,29 +58,39 @@ struct RowBlock {
       pack_panel<T, MR>(pb.x, pb.ldx, begin + q * MR, pb.nx, pb.d, panels.data() + q * pb.d * MR,
                         norms.data() + q * MR);
   }
-  // Calls fn(q, tile) for row panels q < q_end with their kernel (or distance)
-  // tile against the column panel at j0. The depth runs in chunks, every row
-  // panel per chunk, so the column chunk is reused from L1; partial tiles wait
-  // in a small buffer, and the last chunk's tile goes to fn from registers.
-  template <typename Fn>
-  void for_each_tile(const PackedColumns<T>& cols, int64_t j0, int64_t q_end, int64_t d, T gamma,
-                     bool distances_only, Fn&& fn) {
-    constexpr int MR = TileShape<T>::MR;
+  // Calls fn(q, j0, tile) for every column panel j0 in [j_begin, j_end) and
+  // row panel q < q_end(j0), with their kernel (or distance) tile. Loop
+  // order (GotoBLAS-like): column blocks of kBlockPanels panels; within one,
+  // depth chunks; within a chunk, each column micro-panel (L1) meets every
+  // row micro-panel (L2). Partial tiles wait in `partial` between chunks;
+  // the last chunk's tile goes to fn from registers. A column chunk thus
+  // serves the whole row block, which keeps L3 traffic low at large d.
+  template <typename QEnd, typename Fn>
+  void for_each_tile(const PackedColumns<T>& cols, int64_t j_begin, int64_t j_end, QEnd&& q_end, int64_t d,
+                     T gamma, bool distances_only, Fn&& fn) {
+    constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
     Tile<T>* spill = reinterpret_cast<Tile<T>*>(partial.data());
-    const T* b = cols.panel(j0, d);
-    for (int64_t p0 = 0; p0 < d; p0 += kDepthChunk) {
-      const int64_t len = std::min(kDepthChunk, d - p0);
-      const bool first = p0 == 0, last = p0 + len == d;
-      for (int64_t q = 0; q < q_end; ++q) {
-        Tile<T> acc;
-        if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill[q]);
-        dot_tile_accumulate<T>(panels.data() + q * d * MR + p0 * MR, b + p0 * TileShape<T>::NR, len, acc);
-        if (!last) {
-          tile_copy<T>(spill[q], acc);
-          continue;
+    for (int64_t jb = j_begin; jb < j_end; jb += kBlockPanels * NR) {
+      const int64_t jb_end = std::min(j_end, jb + kBlockPanels * NR);
+      for (int64_t p0 = 0; p0 < d; p0 += kDepthChunk) {
+        const int64_t len = std::min(kDepthChunk, d - p0);
+        const bool first = p0 == 0, last = p0 + len == d;
+        for (int64_t j0 = jb; j0 < jb_end; j0 += NR) {
+          const T* b = cols.panel(j0, d) + p0 * NR;
+          const int64_t qe = q_end(j0);
+          Tile<T>* spill_j = spill + (j0 - jb) / NR * max_panels;
+          for (int64_t q = 0; q < qe; ++q) {
+            Tile<T> acc;
+            if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
+            dot_tile_accumulate<T>(panels.data() + q * d * MR + p0 * MR, b, len, acc);
+            if (!last) {
+              tile_copy<T>(spill_j[q], acc);
+              continue;
+            }
+            tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
+            fn(q, j0, acc);
+          }
         }
-        tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
-        fn(q, acc);
       }
     }
   }
@@ -193,7 +206,7 @@ void tile_row_updates(const Tile<T>& kt, int64_t i0, int64_t j0, const RbfProble
 // Every tile of K(X, Y); each thread owns whole row blocks of out.
 template <typename T>
 void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
-  constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, W = Simd<T>::W;
+  constexpr int MR = TileShape<T>::MR, W = Simd<T>::W;
   const PackedColumns<T> cols(pb.y, pb.ldy, pb.ny, pb.d);
   const bool fused = mv.k <= kFusedColumns;
   const AlignedBuffer<T> vt = fused ? transpose_v(mv, pb.ny, cols.n_pad) : AlignedBuffer<T>();
@@ -212,13 +225,14 @@ void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
         for (int64_t r = 0; r < block.rows; ++r)
           std::fill(mv.out + (block.begin + r) * mv.ldo, mv.out + (block.begin + r) * mv.ldo + mv.k, T(0));
       }
-      for (int64_t j0 = 0; j0 < cols.n_pad; j0 += NR)
-        block.for_each_tile(cols, j0, block.n_panels, pb.d, pb.gamma, false, [&](int64_t q, Tile<T>& kt) {
-          if (fused)
-            accumulate_rows<T>(kt, vt.data() + j0, cols.n_pad, mv.k, rowacc.data() + q * MR * mv.k * W);
-          else
-            tile_row_updates<T>(kt, block.begin + q * MR, j0, pb, mv);
-        });
+      const int64_t all_panels = block.n_panels;
+      block.for_each_tile(cols, 0, cols.n_pad, [&](int64_t) { return all_panels; }, pb.d, pb.gamma, false,
+                          [&](int64_t q, int64_t j0, Tile<T>& kt) {
+                            if (fused)
+                              accumulate_rows<T>(kt, vt.data() + j0, cols.n_pad, mv.k, rowacc.data() + q * MR * mv.k * W);
+                            else
+                              tile_row_updates<T>(kt, block.begin + q * MR, j0, pb, mv);
+                          });
       if (fused)
         flush_rows<T>(rowacc.data(), block.rows, mv.k, mv.out + block.begin * mv.ldo, mv.ldo, 1, false);
     }
@@ -248,8 +262,9 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       block.pack(pb, b * mc, mc);
       std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
-      for (int64_t j0 = block.begin / NR * NR; j0 < cols.n_pad; j0 += NR) {
-        block.for_each_tile(cols, j0, below_diagonal(block, j0), pb.d, pb.gamma, false, [&](int64_t q, Tile<T>& kt) {
+      block.for_each_tile(
+          cols, block.begin / NR * NR, cols.n_pad, [&](int64_t j0) { return below_diagonal(block, j0); }, pb.d,
+          pb.gamma, false, [&](int64_t q, int64_t j0, Tile<T>& kt) {
           const int64_t i0 = block.begin + q * MR;
           T* rows_q = rowacc.data() + q * MR * k * W;
           if (j0 >= i0 + MR) {
@@ -264,7 +279,6 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
             accumulate_columns<T>(kt, vt.data() + i0, ld, k, mine + j0);
           }
         });
-      }
       flush_rows<T>(rowacc.data(), block.rows, k, mine + block.begin, 1, ld, true);
     }
 #pragma omp for schedule(static)
@@ -312,16 +326,16 @@ void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
       const int64_t j_start = pb.symmetric ? block.begin / NR * NR : 0;
       for (int64_t jb = j_start; jb < cols.n_pad; jb += kGramColumnBlock) {
         const int64_t jb_end = std::min(cols.n_pad, jb + kGramColumnBlock);
-        for (int64_t j0 = jb; j0 < jb_end; j0 += NR) {
-          // Symmetric: panels wholly below the diagonal are skipped; their
-          // staged entries are stale, and the mirror pass overwrites them.
-          const int64_t q_end = pb.symmetric ? below_diagonal(block, j0) : block.n_panels;
-          block.for_each_tile(cols, j0, q_end, pb.d, pb.gamma, ga.distances_only, [&](int64_t q, Tile<T>& kt) {
-            T* dst = staged.data() + q * MR * kGramColumnBlock + (j0 - jb);
-            for (int r = 0; r < MR; ++r)
-              for (int v = 0; v < NV; ++v) vstore(dst + r * kGramColumnBlock + v * W, kt[r][v]);
-          });
-        }
+        // Symmetric: panels wholly below the diagonal are skipped; their
+        // staged entries are stale, and the mirror pass overwrites them.
+        block.for_each_tile(
+            cols, jb, jb_end,
+            [&](int64_t j0) { return pb.symmetric ? below_diagonal(block, j0) : block.n_panels; }, pb.d, pb.gamma,
+            ga.distances_only, [&](int64_t q, int64_t j0, Tile<T>& kt) {
+              T* dst = staged.data() + q * MR * kGramColumnBlock + (j0 - jb);
+              for (int r = 0; r < MR; ++r)
+                for (int v = 0; v < NV; ++v) vstore(dst + r * kGramColumnBlock + v * W, kt[r][v]);
+            });
         const int64_t width = std::min(pb.ny, jb_end) - jb;
         for (int64_t r = 0; r < block.rows; ++r)
           std::copy_n(staged.data() + r * kGramColumnBlock, width, ga.out + (block.begin + r) * ga.ldo + jb);

@@ -115,13 +115,13 @@ __attribute__((always_inline)) inline void tile_to_kernel(Tile<T>& acc, const T*
   }
 }
 
-// Work split: rows in blocks of mc (a multiple of MR) whose packed panel fits L2,
-// and at least one block per thread.
+// Work split: rows in blocks of mc (a multiple of MR) whose depth chunk
+// (mc x kDepthChunk) fits half of L2, and at least one block per thread.
 template <typename T>
 int64_t row_block(int64_t nx, int64_t d, int threads) {
   constexpr int MR = TileShape<T>::MR;
-  const int64_t l2_rows = (768 * 1024) / (int64_t(sizeof(T)) * (d > 0 ? d : 1));
-  int64_t mc = std::min<int64_t>(std::max<int64_t>(l2_rows, MR), 512);
+  const int64_t chunk = std::min<int64_t>(std::max<int64_t>(d, 1), kDepthChunk);
+  int64_t mc = std::min<int64_t>((512 * 1024) / (int64_t(sizeof(T)) * chunk), 512);
   mc = std::min(mc, round_up((nx + threads - 1) / threads, MR));
   return std::max<int64_t>(mc / MR * MR, MR);
 }
