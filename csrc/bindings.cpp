@@ -11,6 +11,7 @@
 #include "common/params.h"
 #include "cpu/dual_cpu.h"
 #include "cpu/rbf_cpu.h"
+#include "cuda/dual_cuda.h"
 #include "cuda/rbf_cuda.h"
 #include "dlpack_bridge.h"
 
@@ -161,19 +162,40 @@ DualCoefs<T> coefs_from(const py::dict& d) {
   return c;
 }
 
-// alpha, Ka and t: 1-D, same length, dtype and device, unit stride.
+// alpha, Ka and t: 1-D, same length, dtype and device, unit stride; where they
+// run; and the scratch of the CUDA (or emulated) oracle, which the CPU
+// routines do not need.
 struct DualState {
-  ArrayView alpha, ka, t;
+  ArrayView alpha, ka, t, workspace;
+  Backend backend = Backend::native;
+  int64_t stream = 0;
+
+  bool on_cpu() const { return backend == Backend::native && alpha.device == Device::cpu; }
+  void* cuda_stream() const { return reinterpret_cast<void*>(stream); }
 };
 
-DualState dual_state(py::handle alpha, py::handle ka, py::handle t) {
-  DualState s{view_array(alpha, "alpha", 1, 1), view_array(ka, "Ka", 1, 1), view_array(t, "t", 1, 1)};
+DualState dual_state(py::handle alpha, py::handle ka, py::handle t, py::handle workspace, bool cuda_emulation,
+                     int64_t stream) {
+  DualState s{view_array(alpha, "alpha", 1, 1, stream), view_array(ka, "Ka", 1, 1, stream),
+              view_array(t, "t", 1, 1, stream), ArrayView{}, cuda_emulation ? Backend::emulated : Backend::native,
+              stream};
   for (const ArrayView* a : {&s.ka, &s.t}) require_same(s.alpha, *a);
   for (const ArrayView* a : {&s.alpha, &s.ka, &s.t}) {
     if (a->rows != s.alpha.rows) fail(a->name + ": length " + std::to_string(a->rows) + " differs from alpha's");
     if (a->rows > 1 && a->ld != 1) fail(a->name + ": must be contiguous");
   }
-  if (s.alpha.device != Device::cpu) fail("the compiled dual routines run on CPU arrays here");
+  select_device(s.alpha, s.backend);
+  if (s.on_cpu()) return s;
+  const size_t need = dual_oracle_workspace_bytes(s.alpha.rows);
+  const std::string expected = "a contiguous float64 array on alpha's device of at least " + std::to_string(need) +
+                               " bytes (dual_oracle_workspace_bytes(n))";
+  if (workspace.is_none()) fail("workspace: the CUDA and emulated kernels need " + expected);
+  s.workspace = view_array(workspace, "workspace", 1, 1, stream);
+  const ArrayView& w = s.workspace;
+  if (w.dtype != DType::float64 || w.device != s.alpha.device || w.device_id != s.alpha.device_id ||
+      (w.rows > 1 && w.ld != 1) || size_t(w.rows) * sizeof(double) < need)
+    fail("workspace: must be " + expected);
+  require_writable(w, {&s.alpha, &s.ka, &s.t});
   return s;
 }
 
@@ -186,6 +208,9 @@ py::dict oracle_dict(const OracleResult<T>& r, const DualCoefs<T>& c) {
   d["away_anomaly"] = r.away_anomaly;
   d["g_fw_normal"] = double(r.g_fw_normal);
   d["g_fw_anomaly"] = double(r.g_fw_anomaly);
+  d["g_away_normal"] = double(r.g_away_normal);
+  d["g_away_anomaly"] = double(r.g_away_anomaly);
+  d["alpha_dot_g"] = r.alpha_dot_g;
   d["quadratic"] = r.quadratic;
   d["penalty"] = r.penalty;
   d["objective"] = r.objective();
@@ -196,24 +221,73 @@ py::dict oracle_dict(const OracleResult<T>& r, const DualCoefs<T>& c) {
 template <typename T>
 py::dict dual_oracle_typed(const DualState& s, const py::dict& coefs) {
   const DualCoefs<T> c = coefs_from<T>(coefs);
+  const T *alpha = s.alpha.ptr<T>(), *ka = s.ka.ptr<T>(), *t = s.t.ptr<T>();
+  const int64_t n = s.alpha.rows;
   OracleResult<T> r;
   {
     py::gil_scoped_release release;
-    r = cpu::dual_oracle<T>(s.alpha.ptr<T>(), s.ka.ptr<T>(), s.t.ptr<T>(), s.alpha.rows, c);
+    if (s.backend == Backend::emulated) {
+      r = emulated::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data);
+    } else if (s.on_cpu()) {
+      r = cpu::dual_oracle<T>(alpha, ka, t, n, c);
+    } else {
+#ifdef DLMSVDD_WITH_CUDA
+      r = cuda::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data, s.cuda_stream());
+#endif
+    }
   }
   return oracle_dict(r, c);
 }
 
-py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs) {
-  const DualState s = dual_state(alpha, ka, t);
+py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, py::handle workspace,
+                     bool cuda_emulation, int64_t stream) {
+  const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
   return s.alpha.dtype == DType::float32 ? dual_oracle_typed<float>(s, coefs) : dual_oracle_typed<double>(s, coefs);
+}
+
+// Kernel columns from `source` on the state's device (and back end).
+template <typename T>
+std::unique_ptr<ColumnSource<T>> column_source(const DualState& s, const std::string& source, py::handle matrix,
+                                               double gamma, py::handle cache) {
+  const int64_t n = s.alpha.rows;
+  if (source != "dense" && source != "features" && source != "factor")
+    fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
+  const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2, s.stream);
+  require_same(s.alpha, m);
+  if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
+  if (source == "dense") {
+    if (m.cols != n) fail("K must be square");
+    return std::make_unique<DenseColumns<T>>(m.ptr<T>(), m.ld);
+  }
+  const ArrayView store = view_array(cache, "cache", 2, 2, s.stream);
+  require_same(s.alpha, store);
+  require_writable(store, {&s.alpha, &s.ka, &m});
+  if (store.rows < 2 || store.cols != n || (store.rows > 1 && store.ld != n))
+    fail("cache must be a contiguous (slots >= 2, n) array");
+  const bool features = source == "features";
+  if (features && !(gamma > 0)) fail("gamma must be positive");
+  T* storage = store.ptr<T>();
+  const int64_t slots = store.rows;
+  const T* rows = m.ptr<T>();  // X or Z
+  if (s.backend == Backend::emulated)
+    return features ? emulated::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma))
+                    : emulated::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols);
+  if (s.on_cpu()) {
+    if (features) return std::make_unique<cpu::FeatureColumns<T>>(storage, slots, rows, m.ld, n, m.cols, T(gamma));
+    return std::make_unique<cpu::FactorColumns<T>>(storage, slots, rows, m.ld, n, m.cols);
+  }
+#ifdef DLMSVDD_WITH_CUDA
+  return features ? cuda::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma), s.cuda_stream())
+                  : cuda::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols, s.cuda_stream());
+#else
+  fail("alpha: is a CUDA array, but dlmsvdd_ext was built without CUDA");  // select_device refused it already
+#endif
 }
 
 template <typename T>
 py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::string& method, int64_t max_iter,
                         double tol, int64_t step_offset, const ArrayView& hist_obj, const ArrayView& hist_gap,
                         const std::string& source, py::handle matrix, double gamma, py::handle cache) {
-  const int64_t n = s.alpha.rows;
   FwOptions o;
   if (method == "vanilla") o.method = FwMethod::vanilla;
   else if (method == "pairwise") o.method = FwMethod::pairwise;
@@ -221,35 +295,24 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
   o.max_iter = max_iter;
   o.tol = tol;
   o.step_offset = step_offset;
-
-  const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2);
-  require_same(s.alpha, m);
-  if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
-  std::unique_ptr<ColumnSource<T>> columns;
-  if (source == "dense") {
-    if (m.cols != n) fail("K must be square");
-    columns = std::make_unique<DenseColumns<T>>(m.ptr<T>(), m.ld);
-  } else if (source == "features" || source == "factor") {
-    const ArrayView store = view_array(cache, "cache", 2, 2);
-    require_same(s.alpha, store);
-    require_writable(store, {&s.alpha, &s.ka, &m});
-    if (store.rows < 2 || store.cols != n || (store.rows > 1 && store.ld != n))
-      fail("cache must be a contiguous (slots >= 2, n) array");
-    if (source == "features") {
-      if (!(gamma > 0)) fail("gamma must be positive");
-      columns = std::make_unique<cpu::FeatureColumns<T>>(store.ptr<T>(), store.rows, m.ptr<T>(), m.ld, n, m.cols, T(gamma));
-    } else {
-      columns = std::make_unique<cpu::FactorColumns<T>>(store.ptr<T>(), store.rows, m.ptr<T>(), m.ld, n, m.cols);
-    }
-  } else {
-    fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
-  }
+  const std::unique_ptr<ColumnSource<T>> columns = column_source<T>(s, source, matrix, gamma, cache);
   const DualCoefs<T> c = coefs_from<T>(coefs);  // reads Python objects: before releasing the GIL
+  T *alpha = s.alpha.ptr<T>(), *ka = s.ka.ptr<T>();
+  const T* t = s.t.ptr<T>();
+  const int64_t n = s.alpha.rows;
+  double *ho = hist_obj.ptr<double>(), *hg = hist_gap.ptr<double>();
   FwReport rep;
   {
     py::gil_scoped_release release;
-    rep = cpu::fw_solve<T>(*columns, s.alpha.ptr<T>(), s.ka.ptr<T>(), s.t.ptr<T>(), n, c, o,
-                           hist_obj.ptr<double>(), hist_gap.ptr<double>());
+    if (s.backend == Backend::emulated) {
+      rep = emulated::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data);
+    } else if (s.on_cpu()) {
+      rep = cpu::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg);
+    } else {
+#ifdef DLMSVDD_WITH_CUDA
+      rep = cuda::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data, s.cuda_stream());
+#endif
+    }
   }
   py::dict d;
   d["n_iter"] = rep.n_iter;
@@ -264,8 +327,8 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
 py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, const std::string& method,
                   int64_t max_iter, double tol, int64_t step_offset, py::handle history_objective,
                   py::handle history_gap, const std::string& source, py::handle matrix, double gamma,
-                  py::handle cache) {
-  const DualState s = dual_state(alpha, ka, t);
+                  py::handle cache, py::handle workspace, bool cuda_emulation, int64_t stream) {
+  const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
   const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
   const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
   for (const ArrayView* h : {&ho, &hg}) {
@@ -317,11 +380,19 @@ PYBIND11_MODULE(_C, m) {
         py::arg("name"));
 
   m.def("dual_oracle", &dual_oracle, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"),
+        py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false, py::arg("stream") = 0,
         "One pass over the dual: objective, Frank-Wolfe gap, linear oracle and away atoms.");
   m.def("fw_solve", &fw_solve, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"), py::arg("method"),
         py::arg("max_iter"), py::arg("tol"), py::arg("step_offset"), py::arg("history_objective"),
         py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
-        py::arg("cache") = py::none(), "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+        py::arg("cache") = py::none(), py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false,
+        py::arg("stream") = 0, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+  m.def("dual_oracle_workspace_bytes",
+        [](int64_t n) {
+          if (n < 0) fail("n must be >= 0, got " + std::to_string(n));
+          return dual_oracle_workspace_bytes(n);
+        },
+        py::arg("n"), "Bytes of scratch the CUDA (and emulated) dual oracle needs for n samples.");
 
   for (auto [prefix, backend] : {std::pair{"", Backend::native}, std::pair{"emulated_", Backend::emulated}}) {
     const Backend b = backend;

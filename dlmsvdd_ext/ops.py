@@ -166,20 +166,37 @@ def set_cpu_isa(name: str) -> None:
 
 # ---- the large-margin lp-SVDD dual (used by dlmsvdd_ext.solver)
 
-def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict) -> dict:
+def _dual_workspace(alpha, cuda_emulation: bool):
+    """Scratch of the CUDA (or emulated) oracle's reduction, by torch on alpha's
+    device; the CPU routines need none. float64 because DLPack views carry
+    floating-point arrays only."""
+    on_cuda = isinstance(alpha, torch.Tensor) and alpha.device.type == "cuda"
+    if not (on_cuda or cuda_emulation):
+        return None
+    nbytes = _C.dual_oracle_workspace_bytes(alpha.shape[0])
+    return torch.empty((nbytes + 7) // 8, dtype=torch.float64, device=alpha.device if on_cuda else "cpu")
+
+
+def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *,
+                cuda_emulation: bool = False) -> dict:
     """One fused pass over the dual at ``alpha`` with ``Ka = K (alpha * t)``.
 
-    Returns the objective, the Frank-Wolfe gap, the linear-oracle atoms
-    (``fw_normal``, ``fw_anomaly``: smallest gradient per class, -1 for an
-    empty class) with their gradients, and the pairwise away atoms.
-    ``coefs`` holds ``q``, ``pen_normal``, ``pen_anomaly``, ``mu_normal``, ``mu_anomaly``.
+    Returns the objective (``quadratic`` + ``penalty``), the Frank-Wolfe gap and
+    ``alpha_dot_g``, the linear-oracle atoms (``fw_normal``, ``fw_anomaly``:
+    smallest gradient per class, -1 for an empty class) with their gradients,
+    and the pairwise away atoms (largest gradient among alpha > 0, likewise).
+    Ties go to the lowest index. ``coefs`` holds ``q``, ``pen_normal``,
+    ``pen_anomaly``, ``mu_normal``, ``mu_anomaly``. CUDA tensors run the CUDA
+    kernels; ``cuda_emulation=True`` runs those kernels' code on CPU tensors
+    (slow; for testing the GPU logic without a GPU).
     """
-    return _C.dual_oracle(alpha, Ka, t, coefs)
+    return _C.dual_oracle(alpha, Ka, t, coefs, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
+                          _stream(alpha))
 
 
 def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *, method: str,
              max_iter: int, tol: float, source: str, matrix: torch.Tensor, gamma: float = 0.0,
-             cache_slots: int = 2, step_offset: int = 0) -> dict:
+             cache_slots: int = 2, step_offset: int = 0, cuda_emulation: bool = False) -> dict:
     """Frank-Wolfe iterations in compiled code, in place on ``alpha`` and ``Ka``.
 
     ``method`` is ``"vanilla"`` (step 2/(tau+2+step_offset)) or ``"pairwise"``
@@ -187,7 +204,9 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     itself), ``"features"`` (exact RBF columns of ``X`` with ``gamma``, LRU-cached
     in ``cache_slots`` columns) or ``"factor"`` (``Z Z[i]^T``, cached likewise).
     Returns ``n_iter``, ``converged`` and the per-iteration ``history_objective``
-    and ``history_gap`` (float64, ``n_iter + 1`` entries).
+    and ``history_gap`` (float64 CPU tensors, ``n_iter + 1`` entries). The loop
+    runs on the host; with CUDA tensors its passes are CUDA kernels, and
+    ``cuda_emulation=True`` runs those kernels' code on CPU tensors.
     """
     hist_obj = torch.empty(max_iter + 1, dtype=torch.float64)
     hist_gap = torch.empty(max_iter + 1, dtype=torch.float64)
@@ -195,7 +214,8 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     if source != "dense":  # the column cache's memory, allocated by torch on alpha's device
         cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=alpha.dtype, device=alpha.device)
     info = _C.fw_solve(alpha, Ka, t, coefs, method, max_iter, tol, step_offset, hist_obj, hist_gap,
-                       source, matrix, float(gamma), cache)
+                       source, matrix, float(gamma), cache, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
+                       _stream(alpha))
     n = info["n_iter"] + 1
     info["history_objective"] = hist_obj[:n]
     info["history_gap"] = hist_gap[:n]

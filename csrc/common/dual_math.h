@@ -69,4 +69,87 @@ struct OracleResult {
   }
 };
 
+// What a thread, a block, a CPU thread or the whole pass has seen of the
+// oracle pass; index 0 is the normal class, 1 the anomalous one. Trivial (no
+// member initialisers), so a GPU block can keep an array of them __shared__.
+// Every back end accumulates and merges with the functions below, so atoms
+// and tie-breaks are the same everywhere.
+template <typename T>
+struct OraclePart {
+  int64_t fw[2], away[2];  // -1: none seen
+  T g_fw[2], g_away[2];
+  double alpha_dot_g, quadratic, penalty;
+};
+
+template <typename T>
+DLMSVDD_HD void clear(OraclePart<T>& r) {
+  for (int k = 0; k < 2; ++k) {
+    r.fw[k] = r.away[k] = -1;
+    r.g_fw[k] = r.g_away[k] = T(0);
+  }
+  r.alpha_dot_g = r.quadratic = r.penalty = 0.0;
+}
+
+// Element i, after every element of this record with a lower index: strict
+// comparisons keep the first of equal gradients.
+template <typename T>
+DLMSVDD_HD void accumulate(OraclePart<T>& r, int64_t i, T alpha, T ka, T t, const DualCoefs<T>& c) {
+  const bool normal = t > T(0);
+  const T pen = normal ? c.pen_normal : c.pen_anomaly;
+  const T g = dual_gradient(t, ka, alpha, pen, c.q);
+  r.alpha_dot_g += double(alpha) * double(g);
+  r.quadratic += double(t) * double(alpha) * double(ka);
+  r.penalty += double(penalty_value(alpha, pen, c.q));
+  for (int k = 0; k < 2; ++k) {
+    // Constant class indices keep the record in registers; one of them is this element's.
+    if (normal != (k == 0)) continue;
+    if (r.fw[k] < 0 || g < r.g_fw[k]) {
+      r.fw[k] = i;
+      r.g_fw[k] = g;
+    }
+    if (alpha > T(0) && (r.away[k] < 0 || g > r.g_away[k])) {
+      r.away[k] = i;
+      r.g_away[k] = g;
+    }
+  }
+}
+
+// into := into and r together, for records of any index ranges: equal
+// gradients go to the lower index, so the order of merges does not matter.
+template <typename T>
+DLMSVDD_HD void merge(OraclePart<T>& into, const OraclePart<T>& r) {
+  for (int k = 0; k < 2; ++k) {
+    if (r.fw[k] >= 0 && (into.fw[k] < 0 || r.g_fw[k] < into.g_fw[k] ||
+                         (r.g_fw[k] == into.g_fw[k] && r.fw[k] < into.fw[k]))) {
+      into.fw[k] = r.fw[k];
+      into.g_fw[k] = r.g_fw[k];
+    }
+    if (r.away[k] >= 0 && (into.away[k] < 0 || r.g_away[k] > into.g_away[k] ||
+                           (r.g_away[k] == into.g_away[k] && r.away[k] < into.away[k]))) {
+      into.away[k] = r.away[k];
+      into.g_away[k] = r.g_away[k];
+    }
+  }
+  into.alpha_dot_g += r.alpha_dot_g;
+  into.quadratic += r.quadratic;
+  into.penalty += r.penalty;
+}
+
+template <typename T>
+OracleResult<T> to_result(const OraclePart<T>& p) {
+  OracleResult<T> r;
+  r.fw_normal = p.fw[0];
+  r.fw_anomaly = p.fw[1];
+  r.away_normal = p.away[0];
+  r.away_anomaly = p.away[1];
+  r.g_fw_normal = p.g_fw[0];
+  r.g_fw_anomaly = p.g_fw[1];
+  r.g_away_normal = p.g_away[0];
+  r.g_away_anomaly = p.g_away[1];
+  r.alpha_dot_g = p.alpha_dot_g;
+  r.quadratic = p.quadratic;
+  r.penalty = p.penalty;
+  return r;
+}
+
 }  // namespace dlmsvdd

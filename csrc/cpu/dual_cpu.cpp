@@ -14,23 +14,6 @@ namespace dlmsvdd::cpu {
 
 namespace {
 
-template <typename T>
-void merge(OracleResult<T>& into, const OracleResult<T>& r) {
-  auto take_min = [](int64_t& i, T& g, int64_t j, T h) {
-    if (j >= 0 && (i < 0 || h < g || (h == g && j < i))) { i = j; g = h; }
-  };
-  auto take_max = [](int64_t& i, T& g, int64_t j, T h) {
-    if (j >= 0 && (i < 0 || h > g || (h == g && j < i))) { i = j; g = h; }
-  };
-  take_min(into.fw_normal, into.g_fw_normal, r.fw_normal, r.g_fw_normal);
-  take_min(into.fw_anomaly, into.g_fw_anomaly, r.fw_anomaly, r.g_fw_anomaly);
-  take_max(into.away_normal, into.g_away_normal, r.away_normal, r.g_away_normal);
-  take_max(into.away_anomaly, into.g_away_anomaly, r.away_anomaly, r.g_away_anomaly);
-  into.alpha_dot_g += r.alpha_dot_g;
-  into.quadratic += r.quadratic;
-  into.penalty += r.penalty;
-}
-
 // Below this size one thread is faster than waking the others.
 constexpr int64_t kParallelFrom = 16384;
 
@@ -39,33 +22,17 @@ constexpr int64_t kParallelFrom = 16384;
 template <typename T>
 OracleResult<T> dual_oracle(const T* alpha, const T* ka, const T* t, int64_t n, const DualCoefs<T>& c) {
   const int threads = n >= kParallelFrom ? omp_get_max_threads() : 1;
-  std::vector<OracleResult<T>> parts(threads);
+  std::vector<OraclePart<T>> parts(threads);
 #pragma omp parallel num_threads(threads)
   {
-    OracleResult<T> r;
+    OraclePart<T> r;
+    clear(r);
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      const bool normal = t[i] > 0;
-      const T pen = normal ? c.pen_normal : c.pen_anomaly;
-      const T g = dual_gradient(t[i], ka[i], alpha[i], pen, c.q);
-      r.alpha_dot_g += double(alpha[i]) * double(g);
-      r.quadratic += double(t[i]) * double(alpha[i]) * double(ka[i]);
-      r.penalty += double(penalty_value(alpha[i], pen, c.q));
-      // Strict comparisons in increasing i: ties go to the lowest index, as in merge().
-      int64_t& fw = normal ? r.fw_normal : r.fw_anomaly;
-      T& g_fw = normal ? r.g_fw_normal : r.g_fw_anomaly;
-      if (fw < 0 || g < g_fw) { fw = i; g_fw = g; }
-      if (alpha[i] > 0) {
-        int64_t& away = normal ? r.away_normal : r.away_anomaly;
-        T& g_away = normal ? r.g_away_normal : r.g_away_anomaly;
-        if (away < 0 || g > g_away) { away = i; g_away = g; }
-      }
-    }
+    for (int64_t i = 0; i < n; ++i) accumulate(r, i, alpha[i], ka[i], t[i], c);
     parts[omp_get_thread_num()] = r;
   }
-  OracleResult<T> total = parts[0];
-  for (int p = 1; p < threads; ++p) merge(total, parts[p]);
-  return total;
+  for (int p = 1; p < threads; ++p) merge(parts[0], parts[p]);
+  return to_result(parts[0]);
 }
 
 template <typename T>

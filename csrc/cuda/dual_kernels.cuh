@@ -1,0 +1,268 @@
+// CUDA kernels for the lp-SVDD dual and the device engine that runs the
+// Frank-Wolfe loop of common/fw_loop.h over them, written once for nvcc
+// (cuda/dual_cuda.cu) and for the CPU emulation (emu/dual_emulated.cpp). Keep
+// them to what emu/cuda_emulation.h can run.
+//
+// The oracle is one pass over (alpha, K a, t): each thread walks its elements
+// in a grid-stride loop (so its indices increase), keeping a partial record;
+// a block merges its threads' records in shared memory into one per block, and
+// a one-block kernel merges those into the final record, which is copied to
+// the host. The records' merge breaks ties to the lower index, so the atoms
+// are the CPU's whatever the grid. The per-block records live in a workspace
+// the caller allocates (torch): there is no cudaMalloc here.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "common/column_cache.h"
+#include "common/dual_math.h"
+#include "common/fw_loop.h"
+#include "common/params.h"
+#include "cuda/launch.h"
+#include "cuda/rbf_cuda.h"
+
+namespace dlmsvdd::gpu {
+inline namespace DLMSVDD_GPU_BACKEND {
+
+inline constexpr int kDualThreads = 256;          // threads of every block below
+inline constexpr int64_t kOracleMaxBlocks = 1024;  // enough to fill a GPU; more threads just stride
+
+// Workspace for n elements: the final record, then one per block. Independent
+// of the back end (the emulation launches fewer blocks), and sized for double.
+inline size_t oracle_workspace_bytes(int64_t n) {
+  const int64_t blocks = std::min<int64_t>((std::max<int64_t>(n, 1) + kDualThreads - 1) / kDualThreads, kOracleMaxBlocks);
+  return size_t(blocks + 1) * sizeof(OraclePart<double>);
+}
+
+// Thread 0 writes the merge of the block's records to *out. A tree in shared
+// memory: log2(256) = 8 barriers for the whole record, where warp shuffles
+// would need one per field per step (records are 72-88 bytes).
+template <typename T>
+__device__ void reduce_block(const OraclePart<T>& mine, OraclePart<T>* out) {
+  __shared__ OraclePart<T> parts[kDualThreads];
+  const int tid = threadIdx.x;
+  parts[tid] = mine;
+  __syncthreads();
+  for (int half = kDualThreads / 2; half > 0; half /= 2) {
+    if (tid < half) merge(parts[tid], parts[tid + half]);
+    __syncthreads();
+  }
+  if (tid == 0) *out = parts[0];
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kDualThreads) oracle_kernel(const T* alpha, const T* ka, const T* t, int64_t n,
+                                                              DualCoefs<T> c, OraclePart<T>* block_parts) {
+  OraclePart<T> r;
+  clear(r);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    accumulate(r, i, alpha[i], ka[i], t[i], c);
+  reduce_block(r, block_parts + blockIdx.x);
+}
+
+// One block: merges the `count` per-block records into *out.
+template <typename T>
+__global__ void __launch_bounds__(kDualThreads) oracle_final_kernel(const OraclePart<T>* block_parts, int count,
+                                                                    OraclePart<T>* out) {
+  OraclePart<T> r;
+  clear(r);
+  for (int b = threadIdx.x; b < count; b += blockDim.x) merge(r, block_parts[b]);
+  reduce_block(r, out);
+}
+
+// alpha <- (1 - lambda) alpha + wn e_i + wa e_l (l < 0: no anomaly atom),
+// K a <- (1 - lambda) K a + wn col_i - wa col_l, with the CPU's arithmetic.
+// The atoms' weights are added by the threads that own them.
+template <typename T>
+__global__ void __launch_bounds__(kDualThreads) vanilla_update_kernel(T* alpha, T* ka, int64_t n, T lambda, int64_t i,
+                                                                      int64_t l, T wn, T wa, const T* col_i,
+                                                                      const T* col_l) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    T a = alpha[k] * (1 - lambda);
+    if (k == i) a += wn;
+    if (k == l) a += wa;
+    alpha[k] = a;
+    ka[k] = (1 - lambda) * ka[k] + wn * col_i[k] - wa * col_l[k];
+  }
+}
+
+// alpha_s += gamma, alpha_a -= gamma (exactly 0 for a drop step), K a += tg (col_s - col_a).
+template <typename T>
+__global__ void __launch_bounds__(kDualThreads) pairwise_update_kernel(T* alpha, T* ka, int64_t n, T tg, int64_t s,
+                                                                       int64_t a, T gamma, const T* col_s,
+                                                                       const T* col_a) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    ka[k] += tg * (col_s[k] - col_a[k]);
+    if (k == s) alpha[k] += gamma;
+    if (k == a) alpha[k] = gamma == alpha[k] ? T(0) : alpha[k] - gamma;
+  }
+}
+
+// out[k] = <Z[k], Z[j]>: column j of K = Z Z^T, one output per thread.
+template <typename T>
+__global__ void __launch_bounds__(kDualThreads) factor_column_kernel(const T* z, int64_t ldz, int64_t n, int64_t m,
+                                                                     int64_t j, T* out) {
+  const T* zj = z + j * ldz;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
+    const T* zk = z + k * ldz;
+    T s = T(0);
+    for (int64_t e = 0; e < m; ++e) s += zk[e] * zj[e];
+    out[k] = s;
+  }
+}
+
+// ---- what differs between the back ends: device-to-host copies and the RBF entry point
+
+#if defined(__CUDACC__)
+inline void copy_to_host(void* dst, const void* src, size_t bytes, Stream stream) {
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) throw std::runtime_error(std::string("dlmsvdd: CUDA copy to host failed: ") + cudaGetErrorString(err));
+}
+template <typename T>
+void rbf_gram_on_device(const RbfProblem<T>& p, const GramArgs<T>& g, Stream stream) {
+  cuda::rbf_gram<T>(p, g, stream);
+}
+#else
+// Emulated launches have finished when they return, on host memory.
+inline void copy_to_host(void* dst, const void* src, size_t bytes, Stream) { std::memcpy(dst, src, bytes); }
+template <typename T>
+void rbf_gram_on_device(const RbfProblem<T>& p, const GramArgs<T>& g, Stream) {
+  emulated::rbf_gram<T>(p, g);
+}
+#endif
+
+template <typename T>
+T read_element(const T* p, Stream stream) {
+  T v;
+  copy_to_host(&v, p, sizeof v, stream);
+  return v;
+}
+
+inline unsigned elementwise_blocks(int64_t n) { return grid_blocks(n, kDualThreads); }
+
+// ---- host side
+
+template <typename T>
+OracleResult<T> oracle_pass(const T* alpha, const T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+                            void* workspace, Stream stream) {
+  if (n <= 0) return {};
+  auto* final_part = static_cast<OraclePart<T>*>(workspace);
+  OraclePart<T>* block_parts = final_part + 1;
+  const unsigned blocks = unsigned(std::min<int64_t>(grid_blocks(n, kDualThreads), kOracleMaxBlocks));
+  launch(oracle_kernel<T>, dim3(blocks), dim3(kDualThreads), 0, stream, alpha, ka, t, n, c, block_parts);
+  if (blocks > 1)  // one block's record is already final
+    launch(oracle_final_kernel<T>, dim3(1), dim3(kDualThreads), 0, stream, block_parts,
+           int(blocks), final_part);
+  OraclePart<T> p;
+  copy_to_host(&p, blocks > 1 ? final_part : block_parts, sizeof p, stream);
+  return to_result(p);
+}
+
+// Exact RBF columns of the features X (n x d): one Gram launch per missing
+// column (Y = that row of X), written straight into its cache slot.
+template <typename T>
+class FeatureColumns final : public CachedColumns<T> {
+ public:
+  FeatureColumns(T* storage, int64_t slots, const T* x, int64_t ldx, int64_t n, int64_t d, T gamma, Stream stream)
+      : CachedColumns<T>(storage, n, slots), x_(x), ldx_(ldx), d_(d), gamma_(gamma), stream_(stream) {}
+
+ protected:
+  void compute(const int64_t* idx, int count, T* const* dst) override {
+    for (int c = 0; c < count; ++c) {
+      RbfProblem<T> p;
+      p.x = x_;
+      p.ldx = ldx_;
+      p.nx = this->n_;
+      p.y = x_ + idx[c] * ldx_;
+      p.ldy = ldx_;
+      p.ny = 1;
+      p.d = d_;
+      p.gamma = gamma_;
+      GramArgs<T> g;
+      g.out = dst[c];
+      g.ldo = 1;
+      rbf_gram_on_device(p, g, stream_);
+    }
+  }
+
+ private:
+  const T* x_;
+  int64_t ldx_, d_;
+  T gamma_;
+  Stream stream_;
+};
+
+// Low-rank columns K[:, i] = Z Z[i]^T from a factor Z (n x m).
+template <typename T>
+class FactorColumns final : public CachedColumns<T> {
+ public:
+  FactorColumns(T* storage, int64_t slots, const T* z, int64_t ldz, int64_t n, int64_t m, Stream stream)
+      : CachedColumns<T>(storage, n, slots), z_(z), ldz_(ldz), m_(m), stream_(stream) {}
+
+ protected:
+  void compute(const int64_t* idx, int count, T* const* dst) override {
+    const int64_t n = this->n_;
+    for (int c = 0; c < count; ++c)
+      launch(factor_column_kernel<T>, dim3(elementwise_blocks(n)), dim3(kDualThreads), 0, stream_, z_, ldz_, n, m_,
+             idx[c], dst[c]);
+  }
+
+ private:
+  const T* z_;
+  int64_t ldz_, m_;
+  Stream stream_;
+};
+
+// The engine of fw_loop (common/fw_loop.h) over device arrays: kernels for the
+// passes, single-element copies for the scalars the loop reads.
+template <typename T>
+class DeviceEngine {
+ public:
+  DeviceEngine(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+               void* workspace, Stream stream)
+      : columns_(columns), alpha_(alpha), ka_(ka), t_(t), n_(n), c_(c), workspace_(workspace), stream_(stream) {}
+
+  OracleResult<T> oracle() { return oracle_pass(alpha_, ka_, t_, n_, c_, workspace_, stream_); }
+  void columns(int64_t i, int64_t j, const T** ci, const T** cj) { columns_.get(i, j, ci, cj); }
+  T entry(const T* col, int64_t k) { return read_element(col + k, stream_); }
+  T alpha(int64_t i) { return read_element(alpha_ + i, stream_); }
+
+  void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const T* col_i, const T* col_l) {
+    launch(vanilla_update_kernel<T>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_, n_,
+           lambda, i, l, wn, wa, col_i, col_l);
+  }
+  void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const T* col_s, const T* col_a) {
+    launch(pairwise_update_kernel<T>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_, n_,
+           tg, s, a, gamma, col_s, col_a);
+  }
+
+ private:
+  ColumnSource<T>& columns_;
+  T* alpha_;
+  T* ka_;
+  const T* t_;
+  int64_t n_;
+  DualCoefs<T> c_;
+  void* workspace_;
+  Stream stream_;
+};
+
+template <typename T>
+FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+                  const FwOptions& options, double* history_objective, double* history_gap, void* workspace,
+                  Stream stream) {
+  DeviceEngine<T> engine(columns, alpha, ka, t, n, c, workspace, stream);
+  return fw_loop<T>(engine, c, options, history_objective, history_gap);
+}
+
+}  // namespace DLMSVDD_GPU_BACKEND
+}  // namespace dlmsvdd::gpu
