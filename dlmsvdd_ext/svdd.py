@@ -9,12 +9,11 @@ import torch
 from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from . import ops
+from . import kernels, ops
 from .dual import DualProblem
-from .kernel_operator import exact_rbf_operator
 from .solver import METHODS, recover_boundary, solve
 
-KERNELS = ("exact",)
+KERNELS = kernels.BACKENDS
 
 
 def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
@@ -65,8 +64,10 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         Slack penalties of normal and anomalous samples (default 1/|I_N|, 1/|I_A|).
     gamma : "median" or float
         RBF bandwidth; "median" is 1 / median squared pairwise distance.
-    kernel : "exact"
-        The kernel operator (approximations come with the kernel backends).
+    kernel : str
+        "exact", or an approximation of rank m = n_components: "nystrom",
+        "rff", "qmc_rff", "orf", "sorf", "fastfood", "rpcholesky" (see
+        ``dlmsvdd_ext.kernels``). The alpha-step then costs O(n m).
     n_components : int
         Approximation budget m (unused by the exact kernel).
     solver : "apg", "pairwise" or "paper"
@@ -134,8 +135,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             self.gamma_ = 1.0 / median
         else:
             self.gamma_ = float(self.gamma)
-        op = exact_rbf_operator(X_t, self.gamma_, self.cache_size)
-        result = solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol)
+        backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state).fit(X_t)
+        result = solve(backend.operator(self.cache_size), problem, method=self.solver, max_iter=self.max_iter,
+                       tol=self.tol)
         boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery)
 
         alpha = result.alpha
@@ -143,6 +145,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         support = torch.as_tensor(self.support_, device=X_t.device)
         self.support_vectors_ = X_t[support].contiguous()
         self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
+        # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
+        self.backend_ = backend
+        self.feature_weights_ = None if backend.is_exact else backend.Z_.T @ (alpha * t)
         self.alpha_ = alpha.cpu().numpy()
         self.objective_ = result.objective
         self.gap_ = result.gap
@@ -163,7 +168,11 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
         X_t = X_t.to(self.support_vectors_.dtype)
-        k_a = ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
+        if self.feature_weights_ is None:
+            k_a = ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
+        else:
+            with torch.no_grad():
+                k_a = self.backend_.transform(X_t) @ self.feature_weights_
         f = 1.0 - 2.0 * k_a + self.aKa_  # k(x, x) = 1 for the RBF kernel
         return f, numpy_like
 

@@ -1,0 +1,358 @@
+"""Kernel backends: the exact RBF kernel and seven approximations behind one interface.
+
+Each backend is built by :func:`make` and used in scikit-learn's transformer style:
+
+* ``fit(X)`` learns what the approximation needs from the training features;
+* ``fit_transform(X)`` returns the factor ``Z`` (n x m) with ``K ~ Z Z^T``
+  (the exact backend returns its kernel operator instead);
+* ``transform(x)`` maps new points to the same feature space with torch
+  operations, differentiable in ``x`` (the omega-step back-propagates through
+  it), and equal to ``Z`` on the training points;
+* ``operator(cache_size_mb)`` gives the solver its kernel operator.
+
+The spectral backends (RFF, QMC-RFF, ORF, SORF, Fastfood) share the cosine map
+``z(x) = sqrt(2/m) cos(Omega x + b)`` and differ in how the frequencies
+``Omega`` are drawn; SORF and Fastfood apply ``Omega`` through the compiled
+fast Walsh-Hadamard transform in O(m log d) per point. Nystrom and RPCholesky
+are data-dependent: a float64 core, negligible directions cut, so adding
+landmarks never makes them worse.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.special import ndtri
+from scipy.stats import qmc
+
+from . import ops
+from .kernel_operator import KernelOperator, LowRankKernel, exact_rbf_operator
+
+BACKENDS = ("exact", "nystrom", "rff", "qmc_rff", "orf", "sorf", "fastfood", "rpcholesky")
+
+
+# ---- differentiable building blocks on the compiled kernels
+
+class _RbfKernel(torch.autograd.Function):
+    """K(x, Y) by the compiled Gram kernel; gradient in x only (Y is data):
+    dK_ij/dx_i = -2 gamma K_ij (x_i - y_j)."""
+
+    @staticmethod
+    def forward(ctx, x, Y, gamma):
+        K = ops.rbf_gram(x.detach().contiguous(), Y, gamma)
+        ctx.save_for_backward(x, Y, K)
+        ctx.gamma = gamma
+        return K
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, Y, K = ctx.saved_tensors
+        GK = grad * K
+        gx = -2.0 * ctx.gamma * (x * GK.sum(1, keepdim=True) - GK @ Y)
+        return gx, None, None
+
+
+def rbf_kernel(x: torch.Tensor, Y: torch.Tensor, gamma: float) -> torch.Tensor:
+    """K(x, Y), differentiable in x."""
+    return _RbfKernel.apply(x, Y, float(gamma))
+
+
+class _Fwht(torch.autograd.Function):
+    """The normalised Walsh-Hadamard transform over the last dimension; it is
+    symmetric and orthogonal, so its backward is itself."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return ops.fwht(x.contiguous(), normalized=True)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ops.fwht(grad.contiguous(), normalized=True)
+
+
+def fwht(x: torch.Tensor) -> torch.Tensor:
+    return _Fwht.apply(x)
+
+
+def _generator(random_state) -> np.random.Generator:
+    return np.random.default_rng(random_state)
+
+
+def _check_features(X, name="X") -> torch.Tensor:
+    if isinstance(X, np.ndarray):
+        X = torch.from_numpy(X)
+    if not isinstance(X, torch.Tensor) or X.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (n, d)")
+    if X.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
+    return X
+
+
+# ---- the backends
+
+class KernelBackend:
+    """Common interface; see the module docstring."""
+
+    name = ""
+
+    def __init__(self, gamma: float, n_components: int = 256, random_state=None):
+        if not (isinstance(gamma, (int, float)) and gamma > 0 and math.isfinite(gamma)):
+            raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
+        if int(n_components) < 1:
+            raise ValueError(f"n_components must be >= 1, got {n_components}")
+        self.gamma = float(gamma)
+        self.n_components = int(n_components)
+        self.random_state = random_state
+
+    def fit(self, X) -> "KernelBackend":
+        raise NotImplementedError
+
+    def transform(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def fit_transform(self, X):
+        return self.fit(X).transform(_check_features(X))
+
+    def operator(self, cache_size_mb: float = 1024) -> KernelOperator:
+        return LowRankKernel(self.Z_)
+
+    @property
+    def is_exact(self) -> bool:
+        return False
+
+
+class ExactKernel(KernelBackend):
+    name = "exact"
+
+    def fit(self, X):
+        self.X_ = _check_features(X)
+        return self
+
+    def fit_transform(self, X):
+        return self.fit(X).operator()
+
+    def operator(self, cache_size_mb: float = 1024):
+        return exact_rbf_operator(self.X_, self.gamma, cache_size_mb)
+
+    def transform(self, x):
+        """The kernel vectors k(x) = K(x, X_train) (n_new x n_train)."""
+        return rbf_kernel(_check_features(x, "x").to(self.X_.dtype), self.X_, self.gamma)
+
+    @property
+    def is_exact(self):
+        return True
+
+
+class _LandmarkKernel(KernelBackend):
+    """Nystrom-type maps z(x) = K(x, U) M with landmarks U and an m x m map M."""
+
+    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor):
+        self.landmarks_ = landmarks
+        self.map_ = M.to(X.dtype)
+        self.Z_ = self.transform(X).detach()
+        return self
+
+    def transform(self, x):
+        x = _check_features(x, "x").to(self.landmarks_.dtype)
+        return rbf_kernel(x, self.landmarks_, self.gamma) @ self.map_
+
+
+class Nystrom(_LandmarkKernel):
+    """Uniform landmarks; Z = K(X, U) V L^(-1/2) from W = K(U, U) = V L V^T in
+    float64, eigenvalues below rtol * max dropped (the paper's (L + delta I)
+    regularisation keeps them, and its accuracy collapses as m grows)."""
+
+    name = "nystrom"
+
+    def __init__(self, gamma, n_components=256, random_state=None, rtol: float = 1e-10):
+        super().__init__(gamma, n_components, random_state)
+        self.rtol = rtol
+
+    def fit(self, X):
+        X = _check_features(X)
+        n = X.shape[0]
+        if self.n_components > n:
+            raise ValueError(f"n_components ({self.n_components}) is larger than the number of samples ({n})")
+        idx = np.sort(_generator(self.random_state).choice(n, self.n_components, replace=False))
+        U = X[torch.as_tensor(idx, device=X.device)].contiguous()
+        W = ops.rbf_gram(U.double(), None, self.gamma)
+        w, V = torch.linalg.eigh(W)
+        keep = w > self.rtol * w.max()
+        self.rank_ = int(keep.sum())
+        return self._finish(X, U, V[:, keep] / w[keep].sqrt())
+
+
+class RPCholesky(_LandmarkKernel):
+    """Randomly pivoted Cholesky (compiled): K ~ L L^T with pivots P sampled in
+    proportion to the residual diagonal. New points map like Nystrom on the
+    pivots: z(x) = K(x, P) L_P^(-T), L_P = L[P] lower triangular, which gives
+    L back on the training points."""
+
+    name = "rpcholesky"
+
+    def __init__(self, gamma, n_components=256, random_state=None, block_size: int = 1):
+        super().__init__(gamma, n_components, random_state)
+        self.block_size = int(block_size)
+
+    def fit(self, X):
+        X = _check_features(X)
+        if self.n_components > X.shape[0]:
+            raise ValueError(f"n_components ({self.n_components}) is larger than the number of samples ({X.shape[0]})")
+        seed = int(_generator(self.random_state).integers(2**63 - 1))
+        L, pivots = ops.rpcholesky(X, self.gamma, self.n_components, seed=seed, block_size=self.block_size)
+        self.pivots_ = pivots
+        self.rank_ = L.shape[1]
+        L_p = L[pivots].double()  # lower triangular in pivot order
+        eye = torch.eye(self.rank_, dtype=torch.float64, device=L.device)
+        M = torch.linalg.solve_triangular(L_p, eye, upper=False).T  # L_P^(-T)
+        self._finish(X, X[pivots].contiguous(), M)
+        self.Z_ = L  # exactly the factor; transform(X) equals it to rounding
+        return self
+
+
+class _SpectralKernel(KernelBackend):
+    """z(x) = sqrt(2/m) cos(Omega x + b); subclasses draw Omega."""
+
+    def fit(self, X):
+        X = _check_features(X)
+        self.n_features_in_ = X.shape[1]
+        rng = _generator(self.random_state)
+        self._draw(rng, X.shape[1])
+        self.offset_ = torch.as_tensor(rng.uniform(0, 2 * np.pi, self.n_components), dtype=X.dtype, device=X.device)
+        self._to(X)
+        self.Z_ = self.transform(X).detach()
+        return self
+
+    def transform(self, x):
+        x = _check_features(x, "x").to(self.offset_.dtype)
+        if x.shape[1] != self.n_features_in_:
+            raise ValueError(f"x has {x.shape[1]} features, the backend was fitted with {self.n_features_in_}")
+        return math.sqrt(2.0 / self.n_components) * torch.cos(self._project(x) + self.offset_)
+
+
+class _DenseSpectral(_SpectralKernel):
+    """Frequencies held as a dense m x d matrix."""
+
+    def _to(self, X):
+        self.omega_ = torch.as_tensor(self.omega_, dtype=X.dtype, device=X.device)
+
+    def _project(self, x):
+        return x @ self.omega_.T
+
+
+class RFF(_DenseSpectral):
+    """omega ~ N(0, 2 gamma I), i.i.d."""
+
+    name = "rff"
+
+    def _draw(self, rng, d):
+        self.omega_ = rng.standard_normal((self.n_components, d)) * math.sqrt(2 * self.gamma)
+
+
+class QMCRFF(_DenseSpectral):
+    """omega_j = sqrt(2 gamma) PhiInv(u_j) with scrambled Sobol points u_j."""
+
+    name = "qmc_rff"
+
+    def _draw(self, rng, d):
+        sobol = qmc.Sobol(d, scramble=True, seed=rng)
+        m = self.n_components
+        u = sobol.random_base2(int(math.log2(m))) if m & (m - 1) == 0 else sobol.random(m)
+        self.omega_ = ndtri(np.clip(u, 1e-12, 1 - 1e-12)) * math.sqrt(2 * self.gamma)
+
+
+class ORF(_DenseSpectral):
+    """Blocks sqrt(2 gamma) S Q: Q random orthogonal, S = diag(s), s_i ~ chi_d."""
+
+    name = "orf"
+
+    def _draw(self, rng, d):
+        blocks = []
+        for _ in range(math.ceil(self.n_components / d)):
+            Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+            Q *= np.sign(np.diag(R))  # Haar-distributed
+            s = np.sqrt(rng.chisquare(d, d))
+            blocks.append(s[:, None] * Q)
+        self.omega_ = np.vstack(blocks)[: self.n_components] * math.sqrt(2 * self.gamma)
+
+
+class _HadamardSpectral(_SpectralKernel):
+    """Structured frequencies in blocks of d_p = next power of two >= d, applied by FWHT."""
+
+    def _blocks(self, d):
+        self.d_pad_ = 1 << max(1, (d - 1).bit_length())
+        return math.ceil(self.n_components / self.d_pad_)
+
+    def _to(self, X):
+        for name in self._tensors:
+            setattr(self, name, torch.as_tensor(getattr(self, name), dtype=X.dtype, device=X.device))
+
+    def _pad(self, x):
+        """x (n, d) -> (n, blocks, d_p): zero-padded, repeated per block."""
+        xp = torch.nn.functional.pad(x, (0, self.d_pad_ - x.shape[1]))
+        return xp[:, None, :].expand(-1, self.n_blocks_, -1)
+
+    def _finish_projection(self, y):
+        return y.reshape(y.shape[0], -1)[:, : self.n_components]
+
+
+class SORF(_HadamardSpectral):
+    """Omega = sqrt(2 gamma d_p) H D1 H D2 H D3 per block (normalised H, random sign diagonals)."""
+
+    name = "sorf"
+    _tensors = ("signs_",)
+
+    def _draw(self, rng, d):
+        self.n_blocks_ = self._blocks(d)
+        self.signs_ = rng.choice([-1.0, 1.0], size=(3, self.n_blocks_, self.d_pad_))
+
+    def _project(self, x):
+        y = self._pad(x)
+        for k in (2, 1, 0):  # D3 first
+            y = fwht(y * self.signs_[k])
+        return self._finish_projection(y * math.sqrt(2 * self.gamma * self.d_pad_))
+
+
+class Fastfood(_HadamardSpectral):
+    """Omega = sqrt(2 gamma / d_p) S H G Pi H B per block (Le, Sarlos and Smola
+    2013) with unnormalised H: B random signs, Pi a permutation, G Gaussian,
+    S_ii = s_i / ||G||_F with s_i ~ chi_{d_p}, so rows have the norms of
+    Gaussian rows of N(0, 2 gamma I)."""
+
+    name = "fastfood"
+    _tensors = ("signs_", "gauss_", "scale_")
+
+    def _draw(self, rng, d):
+        nb, dp = self._blocks(d), self.d_pad_
+        self.n_blocks_ = nb
+        self.signs_ = rng.choice([-1.0, 1.0], size=(nb, dp))
+        self.perm_ = np.stack([rng.permutation(dp) for _ in range(nb)])
+        self.gauss_ = rng.standard_normal((nb, dp))
+        s = np.sqrt(rng.chisquare(dp, (nb, dp)))
+        self.scale_ = s / np.linalg.norm(self.gauss_, axis=1, keepdims=True)
+
+    def _to(self, X):
+        super()._to(X)
+        self.perm_ = torch.as_tensor(self.perm_, device=X.device)
+
+    def _project(self, x):
+        dp = self.d_pad_
+        y = fwht(self._pad(x) * self.signs_)  # normalised H B x
+        y = torch.gather(y, 2, self.perm_[None].expand(y.shape[0], -1, -1))  # Pi
+        y = fwht(y * self.gauss_)  # normalised H G
+        # Unnormalised H = sqrt(d_p) * normalised, twice: d_p; times sqrt(2 gamma / d_p).
+        return self._finish_projection(y * self.scale_ * math.sqrt(2 * self.gamma * dp))
+
+
+_CLASSES = {c.name: c for c in (ExactKernel, Nystrom, RFF, QMCRFF, ORF, SORF, Fastfood, RPCholesky)}
+
+
+def make(name: str, gamma: float, n_components: int = 256, random_state=None, **options) -> KernelBackend:
+    """The backend called ``name`` (one of ``BACKENDS``)."""
+    if name not in _CLASSES:
+        raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
+    return _CLASSES[name](gamma, n_components=n_components, random_state=random_state, **options)
