@@ -4,14 +4,18 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstdint>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/fwht_params.h"
 #include "common/params.h"
 #include "cpu/dual_cpu.h"
 #include "cpu/rbf_cpu.h"
 #include "cuda/dual_cuda.h"
+#include "cuda/fwht_cuda.h"
 #include "cuda/rbf_cuda.h"
 #include "dlpack_bridge.h"
 
@@ -342,6 +346,64 @@ py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict&
              : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache);
 }
 
+// ---- the fast Walsh-Hadamard transform
+
+// True when the memory spans of a and b (first to last element) intersect.
+bool overlapping(const ArrayView& a, const ArrayView& b) {
+  if (a.rows == 0 || b.rows == 0) return false;
+  const size_t elem = a.dtype == DType::float32 ? sizeof(float) : sizeof(double);
+  auto span = [&](const ArrayView& v) {
+    const auto begin = reinterpret_cast<uintptr_t>(v.data);
+    return std::pair{begin, begin + size_t((v.rows - 1) * v.ld + v.cols) * elem};
+  };
+  const auto [a0, a1] = span(a);
+  const auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
+
+template <typename T>
+void fwht_typed(const ArrayView& x, const ArrayView& out, bool normalized, Backend backend, int64_t stream) {
+  FwhtArgs<T> a;
+  a.x = x.ptr<T>();
+  a.ldx = x.ld;
+  a.out = out.ptr<T>();
+  a.ldo = out.ld;
+  a.rows = x.rows;
+  a.length = x.cols;
+  a.normalized = normalized;
+  try {
+    fwht_log2_length(a);  // with the GIL held, so the error is an ordinary ValueError
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (a.rows == 0) return;
+  py::gil_scoped_release release;
+  if (backend == Backend::emulated) return emulated::fwht<T>(a);
+  if (x.device == Device::cpu) return cpu::fwht<T>(a);
+#ifdef DLMSVDD_WITH_CUDA
+  cuda::fwht<T>(a, reinterpret_cast<void*>(stream));
+#endif
+  (void)stream;
+}
+
+void fwht(py::handle X, py::handle out, bool normalized, int64_t stream, bool cuda_emulation) {
+  const ArrayView x = view_array(X, "x", 2, 2, stream);
+  const ArrayView o = view_array(out, "out", 2, 2, stream);
+  require_same(x, o);
+  if (o.rows != x.rows || o.cols != x.cols)
+    fail("out must have the shape of x, (" + std::to_string(x.rows) + ", " + std::to_string(x.cols) + ")");
+  if (o.read_only) fail("out: is read-only");
+  // In place is out == x exactly; any other overlap would read rows already written.
+  const bool in_place = o.data == x.data && (o.ld == x.ld || x.rows <= 1);
+  if (!in_place && overlapping(x, o)) fail("out: overlaps x without being x (pass out=x for in place)");
+  const Backend backend = cuda_emulation ? Backend::emulated : Backend::native;
+  select_device(x, backend);
+  if (x.dtype == DType::float32)
+    fwht_typed<float>(x, o, normalized, backend, stream);
+  else
+    fwht_typed<double>(x, o, normalized, backend, stream);
+}
+
 cpu::Isa isa_from_name(const std::string& name) {
   for (cpu::Isa isa : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
     if (name == cpu::isa_name(isa)) return isa;
@@ -393,6 +455,11 @@ PYBIND11_MODULE(_C, m) {
           return dual_oracle_workspace_bytes(n);
         },
         py::arg("n"), "Bytes of scratch the CUDA (and emulated) dual oracle needs for n samples.");
+
+  m.def("fwht", &fwht, py::arg("x"), py::arg("out"), py::arg("normalized"), py::arg("stream") = 0,
+        py::arg("cuda_emulation") = false,
+        "out = H x over each row (Sylvester-order Hadamard, entries +-1, over sqrt(L) when normalized); "
+        "out may be x.");
 
   for (auto [prefix, backend] : {std::pair{"", Backend::native}, std::pair{"emulated_", Backend::emulated}}) {
     const Backend b = backend;

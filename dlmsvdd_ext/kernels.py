@@ -65,11 +65,17 @@ class _Fwht(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x):
-        return ops.fwht(x.contiguous(), normalized=True)
+        return _fwht_rows(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return ops.fwht(grad.contiguous(), normalized=True)
+        return _fwht_rows(grad)
+
+
+def _fwht_rows(x: torch.Tensor) -> torch.Tensor:
+    """ops.fwht over the last dimension of any batch shape."""
+    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    return ops.fwht(rows, normalized=True).reshape(x.shape)
 
 
 def fwht(x: torch.Tensor) -> torch.Tensor:

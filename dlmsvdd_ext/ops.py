@@ -25,6 +25,7 @@ __all__ = [
     "rbf_gram",
     "sq_distances",
     "median_sq_distance",
+    "fwht",
     "cpu_isa",
     "supported_cpu_isas",
     "set_cpu_isa",
@@ -147,6 +148,30 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
     if isinstance(D, torch.Tensor):
         D = D.cpu().numpy()
     return float(np.median(D[iu]))
+
+
+def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emulation: bool = False) -> Array:
+    """The fast Walsh-Hadamard transform of each row of ``x`` (L,) or (rows, L).
+
+    ``H x`` with the Sylvester-order Hadamard matrix (entries +-1, as
+    ``scipy.linalg.hadamard(L) @ x``), divided by ``sqrt(L)`` when ``normalized``
+    (then orthogonal and its own inverse). L must be a power of two from 2 to
+    2^15. The result goes to ``out`` (same shape, dtype and device; may be ``x``
+    itself, for an in-place transform) or to a new array, and is returned.
+    ``cuda_emulation=True`` runs the CUDA kernels' code on the CPU (slow; tests).
+    """
+    _check_array(x, "x")
+    if x.ndim not in (1, 2):
+        raise ValueError(f"x must be 1-D (L,) or 2-D (rows, L), got {x.ndim}-D")
+    if out is None:
+        out = _empty(x, tuple(x.shape))
+    else:
+        _check_array(out, "out")
+        if tuple(out.shape) != tuple(x.shape):
+            raise ValueError(f"out: shape {tuple(out.shape)} differs from x's {tuple(x.shape)}")
+    x_rows, out_rows = (x[None], out[None]) if x.ndim == 1 else (x, out)  # one row: a (1, L) view
+    _C.fwht(x_rows, out_rows, bool(normalized), _stream(x), bool(cuda_emulation))
+    return out
 
 
 def cpu_isa() -> str:

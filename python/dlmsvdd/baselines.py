@@ -1,6 +1,8 @@
 """Reference implementations written the usual torch way: the baselines the
 compiled kernels are measured against (benchmarks and `dlmsvdd bench`)."""
 
+import math
+
 import torch
 
 BLOCK = 1024
@@ -66,3 +68,21 @@ def paper_frank_wolfe(X, t, gamma, p=2.0, nu=1.2, iterations=1000):
         Ka = (1 - lam) * Ka + lam * (mu_n * K[:, i] - mu_a * K[:, l])
     objective = float((pen * alpha ** q).sum() + (alpha * t) @ Ka)
     return alpha, objective
+
+
+def fwht_torch(X, normalized=False):
+    """Walsh-Hadamard transform of the last dimension (a power of two), the usual
+    vectorised torch butterfly: per level, view the rows as (L/2h, 2, h) blocks
+    and stack (a + b, a - b). Sylvester order, as scipy.linalg.hadamard."""
+    L = X.shape[-1]
+    if L < 2 or L & (L - 1):
+        raise ValueError(f"the last dimension must be a power of two >= 2, got {L}")
+    Y = X.reshape(-1, L)
+    h = 1
+    while h < L:
+        pairs = Y.view(-1, L // (2 * h), 2, h)
+        a, b = pairs[:, :, 0, :], pairs[:, :, 1, :]
+        Y = torch.stack((a + b, a - b), dim=2).view(-1, L)
+        h *= 2
+    Y = Y.reshape(X.shape)
+    return Y / math.sqrt(L) if normalized else Y

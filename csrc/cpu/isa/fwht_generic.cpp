@@ -1,0 +1,4 @@
+// The CPU FWHT for one instruction set; CMakeLists.txt sets this file's flags.
+#define DLMSVDD_ISA_NS isa_generic
+#define DLMSVDD_VEC_BYTES 16
+#include "cpu/fwht_impl.h"
