@@ -74,7 +74,7 @@ class _Fwht(torch.autograd.Function):
 
 def _fwht_rows(x: torch.Tensor) -> torch.Tensor:
     """ops.fwht over the last dimension of any batch shape."""
-    rows = x.reshape(-1, x.shape[-1]).contiguous()
+    rows = x.detach().reshape(-1, x.shape[-1]).contiguous()
     return ops.fwht(rows, normalized=True).reshape(x.shape)
 
 
