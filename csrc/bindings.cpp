@@ -1,5 +1,6 @@
 // The one pybind11 module: turns arrays into parameter structs and dispatches
 // on device. No kernel code here.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,9 +15,11 @@
 #include "common/params.h"
 #include "cpu/dual_cpu.h"
 #include "cpu/rbf_cpu.h"
+#include "cpu/rpcholesky_cpu.h"
 #include "cuda/dual_cuda.h"
 #include "cuda/fwht_cuda.h"
 #include "cuda/rbf_cuda.h"
+#include "cuda/rpcholesky_cuda.h"
 #include "dlpack_bridge.h"
 
 #ifdef DLMSVDD_WITH_CUDA
@@ -404,6 +407,85 @@ void fwht(py::handle X, py::handle out, bool normalized, int64_t stream, bool cu
     fwht_typed<double>(x, o, normalized, backend, stream);
 }
 
+// ---- RPCholesky of the RBF kernel
+
+// The scratch of the CUDA (or emulated) kernels: a contiguous float64 array on
+// like's device of at least `need` bytes.
+ArrayView device_workspace(py::handle workspace, const ArrayView& like, size_t need, const std::string& sizing,
+                           int64_t stream) {
+  const std::string expected = "a contiguous float64 array on " + like.name + "'s device of at least " +
+                               std::to_string(need) + " bytes (" + sizing + ")";
+  if (workspace.is_none()) fail("workspace: the CUDA and emulated kernels need " + expected);
+  ArrayView w = view_array(workspace, "workspace", 1, 1, stream);
+  if (w.dtype != DType::float64 || w.device != like.device || w.device_id != like.device_id ||
+      (w.rows > 1 && w.ld != 1) || size_t(w.rows) * sizeof(double) < need)
+    fail("workspace: must be " + expected);
+  return w;
+}
+
+size_t element_size(DType dtype) { return dtype == DType::float32 ? sizeof(float) : sizeof(double); }
+
+template <typename T>
+int64_t rpcholesky_typed(const ArrayView& x, const ArrayView& l, int64_t* pivots, double gamma, uint64_t seed,
+                         int64_t block_size, const ArrayView& workspace, Backend backend, int64_t stream) {
+  RpcholeskyProblem<T> p;
+  p.x = x.ptr<T>();
+  p.ldx = x.ld;
+  p.n = x.rows;
+  p.d = x.cols;
+  p.gamma = static_cast<T>(gamma);
+  p.l = l.ptr<T>();
+  p.ldl = l.ld;
+  p.rank = l.cols;
+  p.pivots = pivots;
+  p.seed = seed;
+  p.block_size = block_size;
+  py::gil_scoped_release release;
+  if (backend == Backend::emulated) return emulated::rpcholesky<T>(p, workspace.data);
+  if (x.device == Device::cpu) return cpu::rpcholesky<T>(p);
+#ifdef DLMSVDD_WITH_CUDA
+  return cuda::rpcholesky<T>(p, workspace.data, reinterpret_cast<void*>(stream));
+#else
+  (void)stream;
+  return 0;  // unreachable: select_device refuses CUDA arrays in this build
+#endif
+}
+
+int64_t rpcholesky(py::handle X, py::handle L, py::handle pivots, double gamma, uint64_t seed, int64_t block_size,
+                   py::handle workspace, int64_t stream, bool cuda_emulation) {
+  const Backend backend = cuda_emulation ? Backend::emulated : Backend::native;
+  const ArrayView x = view_array(X, "X", 2, 2, stream);
+  const ArrayView l = view_array(L, "L", 2, 2, stream);
+  require_same(x, l);
+  require_writable(l, {&x});
+  const int64_t n = x.rows, rank = l.cols;
+  if (x.cols < 1) fail("X has no features (d = 0)");
+  if (l.rows != n) fail("L has " + std::to_string(l.rows) + " rows but X has " + std::to_string(n));
+  if (rank < 1 || rank > n)
+    fail("rank (L's columns) must be between 1 and N = " + std::to_string(n) + ", got " + std::to_string(rank));
+  if (!(gamma > 0) || !std::isfinite(gamma)) fail("gamma must be a positive finite number, got " + std::to_string(gamma));
+  if (block_size < 1) fail("block_size must be at least 1, got " + std::to_string(block_size));
+  // The pivots are sampled on the host, whatever the device: a host int64 array.
+  if (!py::isinstance<py::array>(pivots)) fail("pivots: must be a numpy int64 array");
+  auto piv = py::reinterpret_borrow<py::array>(pivots);
+  if (!piv.dtype().is(py::dtype::of<int64_t>()) || piv.ndim() != 1 || piv.shape(0) < rank ||
+      !(piv.flags() & py::array::c_style) || !piv.writeable())
+    fail("pivots: must be a writable contiguous 1-D numpy int64 array of at least rank = " + std::to_string(rank) +
+         " entries");
+  select_device(x, backend);
+  ArrayView w;
+  if (backend == Backend::emulated || x.device == Device::cuda) {
+    w = device_workspace(workspace, x,
+                         rpcholesky_workspace_bytes(n, x.cols, rank, block_size, element_size(x.dtype)),
+                         "rpcholesky_workspace_bytes(n, d, rank, block_size, itemsize)", stream);
+    require_writable(w, {&x, &l});
+  }
+  int64_t* out = static_cast<int64_t*>(piv.mutable_data());
+  return x.dtype == DType::float32
+             ? rpcholesky_typed<float>(x, l, out, gamma, seed, block_size, w, backend, stream)
+             : rpcholesky_typed<double>(x, l, out, gamma, seed, block_size, w, backend, stream);
+}
+
 cpu::Isa isa_from_name(const std::string& name) {
   for (cpu::Isa isa : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
     if (name == cpu::isa_name(isa)) return isa;
@@ -460,6 +542,20 @@ PYBIND11_MODULE(_C, m) {
         py::arg("cuda_emulation") = false,
         "out = H x over each row (Sylvester-order Hadamard, entries +-1, over sqrt(L) when normalized); "
         "out may be x.");
+
+  m.def("rpcholesky", &rpcholesky, py::arg("X"), py::arg("L"), py::arg("pivots"), py::arg("gamma"), py::arg("seed"),
+        py::arg("block_size"), py::arg("workspace") = py::none(), py::arg("stream") = 0,
+        py::arg("cuda_emulation") = false,
+        "Randomly pivoted Cholesky of the RBF kernel of X: fills L (N x rank) and pivots (host int64) and returns "
+        "the rank reached.");
+  m.def("rpcholesky_workspace_bytes",
+        [](int64_t n, int64_t d, int64_t rank, int64_t block_size, int64_t itemsize) {
+          if (n < 0 || d < 0 || rank < 0 || block_size < 1 || (itemsize != 4 && itemsize != 8))
+            fail("rpcholesky_workspace_bytes: needs n, d, rank >= 0, block_size >= 1 and itemsize 4 or 8");
+          return rpcholesky_workspace_bytes(n, d, rank, block_size, size_t(itemsize));
+        },
+        py::arg("n"), py::arg("d"), py::arg("rank"), py::arg("block_size"), py::arg("itemsize"),
+        "Bytes of scratch the CUDA (and emulated) rpcholesky needs.");
 
   for (auto [prefix, backend] : {std::pair{"", Backend::native}, std::pair{"emulated_", Backend::emulated}}) {
     const Backend b = backend;

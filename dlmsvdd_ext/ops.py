@@ -25,6 +25,7 @@ __all__ = [
     "rbf_gram",
     "sq_distances",
     "median_sq_distance",
+    "rpcholesky",
     "fwht",
     "cpu_isa",
     "supported_cpu_isas",
@@ -172,6 +173,50 @@ def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emul
     x_rows, out_rows = (x[None], out[None]) if x.ndim == 1 else (x, out)  # one row: a (1, L) view
     _C.fwht(x_rows, out_rows, bool(normalized), _stream(x), bool(cuda_emulation))
     return out
+
+
+def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int = 1, *,
+               cuda_emulation: bool = False) -> tuple[Array, Array]:
+    """Randomly pivoted Cholesky of the RBF kernel of ``X``: ``K ~ L L^T``.
+
+    Pivots are sampled with probability proportional to the residual diagonal
+    (Chen, Epperly, Tropp, Webber 2023). ``block_size`` 1 takes one pivot at a
+    time; ``b > 1`` draws b candidates per round and keeps them through the
+    rejection step of accelerated RPCholesky (Epperly, Tropp, Webber 2024),
+    computing the accepted pivots' kernel columns together. Same ``seed``, same
+    pivots, on every device. Stops early when the residual trace falls below
+    1e-12 of K's trace (or only rounding noise is left), so ``L`` may have fewer
+    than ``rank`` columns. Returns ``L`` (N, rank reached) in ``X``'s dtype on
+    its device and the pivots (int64, same kind of array and device as ``X``).
+    ``cuda_emulation=True`` runs the CUDA code on the CPU (slow; for testing).
+    """
+    _check_array(X, "X")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got {X.ndim}-D")
+    n = X.shape[0]
+    rank, block_size, seed = int(rank), int(block_size), int(seed)
+    if not 1 <= rank <= n:
+        raise ValueError(f"rank must be between 1 and N = {n}, got {rank}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}")
+    if not 0 <= seed < 2 ** 64:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    if not (float(gamma) > 0 and np.isfinite(float(gamma))):
+        raise ValueError(f"gamma must be a positive finite number, got {gamma}")
+    L = _empty(X, (n, rank))
+    pivots = np.empty(rank, dtype=np.int64)  # the sampling runs on the host, whatever X's device
+    on_cuda = isinstance(X, torch.Tensor) and X.device.type == "cuda"
+    workspace = None
+    if on_cuda or cuda_emulation:
+        nbytes = _C.rpcholesky_workspace_bytes(n, X.shape[1], rank, block_size, X.dtype.itemsize)
+        workspace = torch.empty((nbytes + 7) // 8, dtype=torch.float64, device=X.device if on_cuda else "cpu")
+    reached = _C.rpcholesky(X, L, pivots, float(gamma), seed, block_size, workspace, _stream(X), cuda_emulation)
+    if reached < rank:
+        L = L[:, :reached].clone() if isinstance(L, torch.Tensor) else L[:, :reached].copy()
+    pivots = pivots[:reached]
+    if isinstance(X, torch.Tensor):
+        pivots = torch.from_numpy(pivots).to(X.device)
+    return L, pivots
 
 
 def cpu_isa() -> str:
