@@ -131,3 +131,15 @@ def block_rpcholesky_numpy(X, gamma, rank, seed=0, block_size=64, stoptol=1e-12)
         if diags.sum() <= stoptol * trace0:
             break
     return F[:, :k], np.array(pivots, dtype=np.int64)
+
+
+def nystrom_torch(X, gamma, m, seed=0):
+    """Nystrom features written the usual torch way (the paper's form):
+    uniform landmarks U, W = K(U, U) = V L V^T, Z = K(X, U) V (L + delta I)^(-1/2)."""
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randperm(X.shape[0], generator=g)[:m]
+    U = X[idx]
+    C = torch.exp(-gamma * torch.cdist(X, U).square())
+    W = torch.exp(-gamma * torch.cdist(U, U).square())
+    w, V = torch.linalg.eigh(W)
+    return C @ (V / (w.clamp_min(0) + 1e-6).sqrt())
