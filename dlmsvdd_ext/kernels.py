@@ -121,7 +121,7 @@ class KernelBackend:
         raise NotImplementedError
 
     def fit_transform(self, X):
-        return self.fit(X).transform(_check_features(X))
+        return self.fit(X).Z_  # fit computes the training factor once
 
     def operator(self, cache_size_mb: float = 1024) -> KernelOperator:
         return LowRankKernel(self.Z_)
