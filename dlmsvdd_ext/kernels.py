@@ -156,10 +156,11 @@ class ExactKernel(KernelBackend):
 class _LandmarkKernel(KernelBackend):
     """Nystrom-type maps z(x) = K(x, U) M with landmarks U and an m x m map M."""
 
-    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor):
+    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, C: torch.Tensor | None = None):
+        """C = K(X, landmarks) when the caller has it already."""
         self.landmarks_ = landmarks
         self.map_ = M.to(X.dtype)
-        self.Z_ = self.transform(X).detach()
+        self.Z_ = self.transform(X).detach() if C is None else C @ self.map_
         return self
 
     def transform(self, x):
@@ -184,12 +185,14 @@ class Nystrom(_LandmarkKernel):
         if self.n_components > n:
             raise ValueError(f"n_components ({self.n_components}) is larger than the number of samples ({n})")
         idx = np.sort(_generator(self.random_state).choice(n, self.n_components, replace=False))
-        U = X[torch.as_tensor(idx, device=X.device)].contiguous()
-        W = ops.rbf_gram(U.double(), None, self.gamma)
+        rows = torch.as_tensor(idx, device=X.device)
+        U = X[rows].contiguous()
+        C = ops.rbf_gram(X, U, self.gamma)
+        W = C[rows].double()  # K(U, U): the landmarks' own rows of C, the core in float64
         w, V = torch.linalg.eigh(W)
         keep = w > self.rtol * w.max()
         self.rank_ = int(keep.sum())
-        return self._finish(X, U, V[:, keep] / w[keep].sqrt())
+        return self._finish(X, U, V[:, keep] / w[keep].sqrt(), C)
 
 
 class RPCholesky(_LandmarkKernel):
