@@ -169,6 +169,20 @@ DualCoefs<T> coefs_from(const py::dict& d) {
   return c;
 }
 
+// The scratch of the CUDA (or emulated) kernels: a contiguous float64 array on
+// like's device of at least `need` bytes.
+ArrayView device_workspace(py::handle workspace, const ArrayView& like, size_t need, const std::string& sizing,
+                           int64_t stream) {
+  const std::string expected = "a contiguous float64 array on " + like.name + "'s device of at least " +
+                               std::to_string(need) + " bytes (" + sizing + ")";
+  if (workspace.is_none()) fail("workspace: the CUDA and emulated kernels need " + expected);
+  ArrayView w = view_array(workspace, "workspace", 1, 1, stream);
+  if (w.dtype != DType::float64 || w.device != like.device || w.device_id != like.device_id ||
+      (w.rows > 1 && w.ld != 1) || size_t(w.rows) * sizeof(double) < need)
+    fail("workspace: must be " + expected);
+  return w;
+}
+
 // alpha, Ka and t: 1-D, same length, dtype and device, unit stride; where they
 // run; and the scratch of the CUDA (or emulated) oracle, which the CPU
 // routines do not need.
@@ -193,16 +207,9 @@ DualState dual_state(py::handle alpha, py::handle ka, py::handle t, py::handle w
   }
   select_device(s.alpha, s.backend);
   if (s.on_cpu()) return s;
-  const size_t need = dual_oracle_workspace_bytes(s.alpha.rows);
-  const std::string expected = "a contiguous float64 array on alpha's device of at least " + std::to_string(need) +
-                               " bytes (dual_oracle_workspace_bytes(n))";
-  if (workspace.is_none()) fail("workspace: the CUDA and emulated kernels need " + expected);
-  s.workspace = view_array(workspace, "workspace", 1, 1, stream);
-  const ArrayView& w = s.workspace;
-  if (w.dtype != DType::float64 || w.device != s.alpha.device || w.device_id != s.alpha.device_id ||
-      (w.rows > 1 && w.ld != 1) || size_t(w.rows) * sizeof(double) < need)
-    fail("workspace: must be " + expected);
-  require_writable(w, {&s.alpha, &s.ka, &s.t});
+  s.workspace = device_workspace(workspace, s.alpha, dual_oracle_workspace_bytes(s.alpha.rows),
+                                 "dual_oracle_workspace_bytes(n)", stream);
+  require_writable(s.workspace, {&s.alpha, &s.ka, &s.t});
   return s;
 }
 
@@ -408,20 +415,6 @@ void fwht(py::handle X, py::handle out, bool normalized, int64_t stream, bool cu
 }
 
 // ---- RPCholesky of the RBF kernel
-
-// The scratch of the CUDA (or emulated) kernels: a contiguous float64 array on
-// like's device of at least `need` bytes.
-ArrayView device_workspace(py::handle workspace, const ArrayView& like, size_t need, const std::string& sizing,
-                           int64_t stream) {
-  const std::string expected = "a contiguous float64 array on " + like.name + "'s device of at least " +
-                               std::to_string(need) + " bytes (" + sizing + ")";
-  if (workspace.is_none()) fail("workspace: the CUDA and emulated kernels need " + expected);
-  ArrayView w = view_array(workspace, "workspace", 1, 1, stream);
-  if (w.dtype != DType::float64 || w.device != like.device || w.device_id != like.device_id ||
-      (w.rows > 1 && w.ld != 1) || size_t(w.rows) * sizeof(double) < need)
-    fail("workspace: must be " + expected);
-  return w;
-}
 
 size_t element_size(DType dtype) { return dtype == DType::float32 ? sizeof(float) : sizeof(double); }
 
