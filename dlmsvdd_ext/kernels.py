@@ -130,6 +130,24 @@ class KernelBackend:
     def is_exact(self) -> bool:
         return False
 
+    # Fitted state without the training data (Z_, X_): what transform needs.
+    _TRAINING_DATA = ("Z_", "X_", "pivots_")
+
+    def state_dict(self) -> dict:
+        """The parameters and the fitted map (tensors and numbers), enough for
+        ``transform``; loads with ``torch.load(weights_only=True)``."""
+        fitted = {k: v for k, v in vars(self).items() if k.endswith("_") and k not in self._TRAINING_DATA}
+        params = {k: v for k, v in vars(self).items() if not k.endswith("_")}
+        return {"name": self.name, "params": params, "fitted": fitted}
+
+    @staticmethod
+    def from_state_dict(state: dict) -> "KernelBackend":
+        params = dict(state["params"])
+        backend = make(state["name"], params.pop("gamma"), params.pop("n_components"), params.pop("random_state"),
+                       **params)
+        vars(backend).update(state["fitted"])
+        return backend
+
 
 class ExactKernel(KernelBackend):
     name = "exact"

@@ -84,6 +84,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         Seeds the bandwidth's subsample.
     device : str, torch.device or None
         Where to compute; default: where X is.
+    warm_start : bool
+        Start the solver from the previous fit's alpha when the labels are the
+        same (the trainer's epochs re-solve on moving features).
 
     Scores: ``dissimilarity(X)`` is the paper's f(x), the squared RKHS distance
     to the centre (higher = more anomalous); ``score_samples = -f`` (higher =
@@ -93,7 +96,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     def __init__(self, p=2.0, nu=1.2, c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
                  solver="apg", max_iter=1000, tol=1e-6, cache_size=1024, recovery="kkt", random_state=None,
-                 device=None):
+                 device=None, warm_start=False):
         self.p = p
         self.nu = nu
         self.c1 = c1
@@ -108,6 +111,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.recovery = recovery
         self.random_state = random_state
         self.device = device
+        self.warm_start = warm_start
 
     def _check_params(self):
         if self.kernel not in KERNELS:
@@ -137,7 +141,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             self.gamma_ = float(self.gamma)
         backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state).fit(X_t)
         result = solve(backend.operator(self.cache_size), problem, method=self.solver, max_iter=self.max_iter,
-                       tol=self.tol)
+                       tol=self.tol, alpha0=self._warm_alpha(t))
         boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery)
 
         alpha = result.alpha
@@ -149,6 +153,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.backend_ = backend
         self.feature_weights_ = None if backend.is_exact else backend.Z_.T @ (alpha * t)
         self.alpha_ = alpha.cpu().numpy()
+        self.labels_ = t.cpu().numpy()
         self.objective_ = result.objective
         self.gap_ = result.gap
         self.n_iter_ = result.n_iter
@@ -161,19 +166,35 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.n_features_in_ = X_t.shape[1]
         return self
 
+    def _warm_alpha(self, t: torch.Tensor):
+        if not self.warm_start or not hasattr(self, "alpha_") or not np.array_equal(self.labels_, t.cpu().numpy()):
+            return None
+        return torch.as_tensor(self.alpha_, dtype=t.dtype, device=t.device)
+
+    def _kernel_weights(self, X_t: torch.Tensor) -> torch.Tensor:
+        """k(x)^T a: fused and memory-light without autograd, differentiable in X_t with it."""
+        if self.feature_weights_ is not None:
+            return self.backend_.transform(X_t) @ self.feature_weights_
+        if X_t.requires_grad:
+            return kernels.rbf_kernel(X_t, self.support_vectors_, self.gamma_) @ self.dual_coef_
+        return ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
+
+    def torch_dissimilarity(self, X: torch.Tensor) -> torch.Tensor:
+        """f(x) for a torch tensor, differentiable in X (the trainer's omega-step
+        back-propagates through it); the boundary stays fixed."""
+        check_is_fitted(self, "dual_coef_")
+        if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
+        return 1.0 - 2.0 * self._kernel_weights(X.to(self.dual_coef_.dtype)) + self.aKa_
+
     def _scored(self, X):
         check_is_fitted(self, "dual_coef_")
-        X_t, numpy_like = _features(X, device=self.support_vectors_.device)
+        X_t, numpy_like = _features(X, device=self.dual_coef_.device)
         if X_t.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
-        X_t = X_t.to(self.support_vectors_.dtype)
-        if self.feature_weights_ is None:
-            k_a = ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
-        else:
-            with torch.no_grad():
-                k_a = self.backend_.transform(X_t) @ self.feature_weights_
-        f = 1.0 - 2.0 * k_a + self.aKa_  # k(x, x) = 1 for the RBF kernel
+        with torch.no_grad():
+            f = 1.0 - 2.0 * self._kernel_weights(X_t.to(self.dual_coef_.dtype)) + self.aKa_  # k(x, x) = 1
         return f, numpy_like
 
     @staticmethod
@@ -200,3 +221,42 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         f, numpy_like = self._scored(X)
         labels = torch.where(-f - self.offset_ >= 0, 1, -1)
         return self._out(labels, numpy_like)
+
+    # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
+
+    _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
+                "b_anomaly_", "offset_", "n_features_in_")
+
+    def state_dict(self) -> dict:
+        """Hyper-parameters and the fitted boundary: alpha, labels, the support
+        features (exact kernel) or the map and its weights (approximations)."""
+        check_is_fitted(self, "dual_coef_")
+        exact = self.feature_weights_ is None
+        return {
+            "params": {k: v for k, v in self.get_params().items() if k != "device"},
+            "scalars": {k: getattr(self, k) for k in self._SCALARS},
+            "alpha": torch.as_tensor(self.alpha_), "labels": torch.as_tensor(self.labels_),
+            "support": torch.as_tensor(self.support_), "dual_coef": self.dual_coef_.cpu(),
+            "support_vectors": self.support_vectors_.cpu() if exact else None,
+            "feature_weights": None if exact else self.feature_weights_.cpu(),
+            "backend": None if exact else self.backend_.state_dict(),
+            "history": self.history_,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict, device=None) -> "LpSVDD":
+        model = cls(**state["params"], device=device)
+        for k, v in state["scalars"].items():
+            setattr(model, k, v)
+        model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()
+        model.support_ = state["support"].numpy()
+        model.dual_coef_ = state["dual_coef"].to(device)
+        model.history_ = state["history"]
+        if state["backend"] is None:
+            model.backend_ = kernels.make("exact", model.gamma_)
+            model.support_vectors_, model.feature_weights_ = state["support_vectors"].to(device), None
+        else:
+            model.backend_ = kernels.KernelBackend.from_state_dict(state["backend"])
+            model.feature_weights_ = state["feature_weights"].to(device)
+            model.support_vectors_ = None  # an approximation scores through its map
+        return model

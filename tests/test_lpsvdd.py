@@ -135,3 +135,45 @@ def test_non_finite_features_are_refused():
     m = LpSVDD(nu=1.0).fit(np.random.default_rng(1).standard_normal((6, 3)))
     with pytest.raises(ValueError, match="NaN or infinity"):
         m.predict(torch.from_numpy(X))
+
+
+@pytest.mark.parametrize("kernel", ["exact", "nystrom", "rpcholesky", "rff", "qmc_rff", "orf", "sorf", "fastfood"])
+def test_state_dict_round_trip_scores_identically(kernel, tmp_path):
+    X, y = _two_blobs(2)
+    X = torch.from_numpy(X).float()
+    model = LpSVDD(kernel=kernel, n_components=32, random_state=0).fit(X, y)
+    torch.save(model.state_dict(), tmp_path / "b.pt")
+    loaded = LpSVDD.from_state_dict(torch.load(tmp_path / "b.pt", weights_only=True))
+    assert torch.equal(loaded.dissimilarity(X), model.dissimilarity(X))
+    assert loaded.get_params() == {**model.get_params(), "device": None}
+    assert (loaded.b_normal_, loaded.b_anomaly_, loaded.gamma_) == (model.b_normal_, model.b_anomaly_, model.gamma_)
+
+
+@pytest.mark.parametrize("kernel", ["exact", "rff", "nystrom"])
+def test_torch_dissimilarity_is_differentiable_and_equals_the_scores(kernel):
+    X, y = _two_blobs(3)
+    model = LpSVDD(kernel=kernel, n_components=24, random_state=0).fit(X, y)
+    x = torch.from_numpy(X[:5]).clone().requires_grad_(True)
+    f = model.torch_dissimilarity(x)
+    np.testing.assert_allclose(f.detach().numpy(), model.dissimilarity(X[:5]), rtol=1e-10)
+    f.sum().backward()
+    # central differences of the scoring path (which has no autograd)
+    h, grad = 1e-6, np.zeros_like(X[:5])
+    for i in range(5):
+        for j in range(X.shape[1]):
+            up, down = X[:5].copy(), X[:5].copy()
+            up[i, j] += h
+            down[i, j] -= h
+            grad[i, j] = (model.dissimilarity(up)[i] - model.dissimilarity(down)[i]) / (2 * h)
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-5, atol=1e-7)
+
+
+def test_warm_start_resumes_from_the_previous_optimum():
+    X, y = _two_blobs(4)
+    model = LpSVDD(warm_start=True, tol=1e-8).fit(X, y)
+    first = model.n_iter_
+    model.fit(X, y)
+    assert first > 3 and model.n_iter_ <= 1
+    y_other = y.copy()
+    y_other[0] = -y_other[0]  # other labels: a cold start
+    assert LpSVDD(warm_start=True, tol=1e-8).fit(X, y).fit(X, y_other).n_iter_ > 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -27,6 +28,151 @@ def _bench(args) -> int:
     return 0
 
 
+def _gamma(text: str):
+    if text in ("median", "per-epoch"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"gamma must be 'median', 'per-epoch' or a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"gamma must be positive, got {text!r}")
+    return value
+
+
+def _weights(text: str):
+    return None if text.lower() == "none" else text
+
+
+# flag -> (config field, type, help); every flag overrides the --config file
+TRAIN_FLAGS = {
+    "--data": ("data", str, "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder"),
+    "--root": ("root", str, "data root (torchvision layout; ImageNet root for imagenet_lt)"),
+    "--split-dir": ("split_dir", str, "folder of ImageNet_LT_{train,test}.txt (default: root)"),
+    "--normal-class": ("normal_class", int, "the normal class (index)"),
+    "--ratio": ("ratio", float, "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
+    "--rho": ("rho", float, "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
+    "--backbone": ("backbone", str, "small_cnn, resnet18 or resnet50"),
+    "--weights": ("weights", _weights, "imagenet (local torch cache), a state-dict file, or none"),
+    "--image-size": ("image_size", int, "resize images to this size"),
+    "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
+    "--m": ("n_components", int, "approximation budget m"),
+    "--p": ("p", float, "slack exponent p > 1"),
+    "--nu": ("nu", float, "margin weight nu >= 1"),
+    "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
+    "--solver": ("solver", str, "apg, pairwise or paper"),
+    "--epochs": ("epochs", int, "alternating epochs"),
+    "--lr": ("lr", float, "Adam learning rate"),
+    "--weight-decay": ("weight_decay", float, "Adam weight decay"),
+    "--batch-size": ("batch_size", int, "mini-batch size"),
+    "--seed": ("seed", int, "seed of every random draw"),
+    "--device": ("device", str, "auto, cpu, cuda or cuda:N"),
+    "--num-workers": ("num_workers", int, "data-loader worker processes"),
+    "--output": ("output", str, "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
+    "--verbose": ("verbose", int, "0 quiet, 1 epoch bar, 2 batch bars too"),
+}
+
+
+def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+    for flag, (_, kind, text) in TRAIN_FLAGS.items():
+        parser.add_argument(flag, type=kind, default=None, help=text)
+    parser.add_argument("--frozen", action="store_true", default=None, help="keep the backbone fixed (\"fixed CNN\")")
+    parser.add_argument("--fine-labels", action="store_true", default=None, help="CIFAR-100: the 100 fine classes")
+
+
+def _config(args, base=None):
+    from .config import TrainConfig
+
+    cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
+    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
+    overrides.update(frozen=args.frozen, fine_labels=args.fine_labels)
+    return TrainConfig.from_dict({**cfg.to_dict(), **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def _print_result(result: dict, folder: Path) -> None:
+    test = result["test"]
+    print(f"test AUROC {test['auroc']:.4f}  balanced accuracy {test['balanced_accuracy']:.4f}  "
+          f"(best epoch {result['best_epoch']}, {result['seconds']:.1f} s)  ->  {folder}")
+
+
+def _train(args) -> int:
+    from . import run
+
+    _, result, folder = run.train(_config(args))
+    _print_result(result, folder)
+    return 0
+
+
+def demo_config(args):
+    """Digits one-vs-rest with the small CNN, tuned to finish well within 2 minutes on 2 CPU cores."""
+    from .config import TrainConfig
+
+    return _config(args, TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3,
+                                     batch_size=64, ratio=0.1, output="runs/demo"))
+
+
+def _demo(args) -> int:
+    from dlmsvdd_ext import LpSVDD
+
+    from . import metrics, run
+
+    cfg = demo_config(args)
+    print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
+          f"small CNN, {cfg.backend} kernel, {cfg.epochs} epochs")
+    _, result, folder = run.train(cfg)
+    _print_result(result, folder)
+    task = run.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
+    pixels = lambda ds: ds.pool.images[ds.split.indices].flatten(1).double()  # noqa: E731
+    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(pixels(task.train), task.train.targets)
+    print(f"for comparison, LpSVDD on raw pixels: test AUROC "
+          f"{metrics.auroc(task.test.targets, baseline.dissimilarity(pixels(task.test)).numpy()):.4f}")
+    return 0
+
+
+def _evaluate(args) -> int:
+    from . import metrics, run
+
+    model = run.load_model(args.run)
+    cfg = model.config
+    if args.root:
+        cfg.root = args.root
+    task = run.build_task(cfg)
+    split = getattr(task, args.split)
+    f, targets = model._scores(split)
+    result = {"split": args.split, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _score(args) -> int:
+    import numpy as np
+    import torch
+
+    from . import run
+
+    model = run.load_model(args.run)
+    if args.npy:
+        images = torch.as_tensor(np.load(args.npy), dtype=torch.float32)
+        if images.ndim != 4:
+            raise SystemExit(f"{args.npy}: expected preprocessed images (N, C, H, W), got shape {tuple(images.shape)}")
+        f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
+    else:
+        cfg = model.config
+        if args.root:
+            cfg.root = args.root
+        f, targets = model._scores(getattr(run.build_task(cfg), args.split))
+    lines = ["index,target,dissimilarity,prediction"] + [
+        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, np.where(f >= model.threshold_, -1, 1)))]
+    text = "\n".join(lines) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,12 +182,39 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size (default 3)")
     b.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     b.set_defaults(func=_bench)
+
+    d = sub.add_parser("demo", help="train on scikit-learn's digits with a small CNN (about a minute on a CPU)")
+    _add_train_flags(d)
+    d.set_defaults(func=_demo)
+
+    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder")
+    t.add_argument("--config", metavar="YAML", help="configuration file; flags override it")
+    _add_train_flags(t)
+    t.set_defaults(func=_train)
+
+    for name, text in (("evaluate", "metrics of a trained model on a split of its task"),
+                       ("score", "per-sample dissimilarity and prediction as CSV")):
+        e = sub.add_parser(name, help=text)
+        e.add_argument("run", help="run folder or checkpoint file")
+        e.add_argument("--split", choices=("train", "val", "test"), default="test")
+        e.add_argument("--root", help="data root, if it moved since training")
+        if name == "evaluate":
+            e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
+            e.set_defaults(func=_evaluate)
+        else:
+            e.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
+            e.set_defaults(func=_score)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except ValueError as err:  # bad input: say what is wrong, no traceback
+        print(f"dlmsvdd {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

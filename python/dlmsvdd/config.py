@@ -1,0 +1,112 @@
+"""The run configuration: the task, the model, the boundary and the optimiser,
+with the paper's defaults, read from keyword arguments, a YAML file or flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dlmsvdd_ext import kernels
+
+from .datasets import DATASETS
+from .models import BACKBONES
+
+GAMMA_STRATEGIES = ("median", "per-epoch")  # or a positive number: a fixed value
+SELECTIONS = ("auroc", "balanced_accuracy")
+
+
+@dataclass
+class TrainConfig:
+    # the task
+    data: str = "digits"
+    root: str | None = None
+    split_dir: str | None = None  # ImageNet-LT split files (default: root)
+    normal_class: int = 0
+    ratio: float | None = 0.1  # labelled anomalies per normal sample
+    rho: float | None = None  # long-tailed pool with imbalance rho (then every other class is anomalous)
+    fine_labels: bool = False  # CIFAR-100: 100 fine classes instead of 20 superclasses
+    val_fraction: float = 0.2
+    # the network
+    backbone: str = "resnet50"
+    weights: str | None = "imagenet"  # "imagenet" (local torch cache), a state-dict file, or None
+    image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
+    frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
+    # the boundary (alpha-step)
+    backend: str = "exact"
+    n_components: int = 1024
+    p: float = 2.0
+    nu: float = 1.2
+    c1: float | None = None
+    c2: float | None = None
+    gamma: float | str = "median"  # "median": once from the initial features; "per-epoch"; or a fixed value
+    solver: str = "apg"
+    fw_max_iter: int = 1000
+    fw_tol: float = 1e-6
+    # the omega-step
+    epochs: int = 30
+    lr: float = 1e-4
+    weight_decay: float = 1e-4
+    batch_size: int = 128
+    grad_clip: float = 1.0
+    softplus_power: float = 1.0
+    selection: str = "auroc"  # validation metric for the best epoch
+    # the run
+    seed: int = 0
+    device: str = "auto"
+    num_workers: int = 0
+    verbose: int = 1
+    output: str | None = None
+    extra: dict = field(default_factory=dict)  # free-form notes stored with the run
+
+    def validate(self) -> "TrainConfig":
+        def need(ok, message):
+            if not ok:
+                raise ValueError(message)
+
+        need(self.data in DATASETS, f"data must be one of {DATASETS}, got {self.data!r}")
+        need(self.backbone in BACKBONES + ("custom",),
+             f"backbone must be one of {BACKBONES} (or 'custom' with a module), got {self.backbone!r}")
+        need(self.backend in kernels.BACKENDS, f"backend must be one of {kernels.BACKENDS}, got {self.backend!r}")
+        need(self.ratio is None or (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 10),
+             f"ratio must be in (0, 10] (anomalies per normal sample), got {self.ratio!r}")
+        need(self.rho is None or self.rho >= 1, f"rho must be >= 1, got {self.rho!r}")
+        need(0 < self.val_fraction < 1, f"val_fraction must be in (0, 1), got {self.val_fraction}")
+        need(self.p > 1 and math.isfinite(self.p), f"p must be > 1, got {self.p}")
+        need(self.nu >= 1, f"nu must be >= 1, got {self.nu}")
+        need(self.gamma in GAMMA_STRATEGIES or (isinstance(self.gamma, (int, float)) and self.gamma > 0),
+             f"gamma must be one of {GAMMA_STRATEGIES} or a positive number, got {self.gamma!r}")
+        need(self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}")
+        need(self.lr > 0 and self.batch_size >= 1 and self.grad_clip > 0 and self.weight_decay >= 0,
+             "lr, batch_size and grad_clip must be positive, weight_decay >= 0")
+        need(self.n_components >= 1, f"n_components must be >= 1, got {self.n_components}")
+        need(self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        need(self.softplus_power > 0, f"softplus_power must be positive, got {self.softplus_power}")
+        return self
+
+    @property
+    def imagenet_input(self) -> bool:
+        """Pretrained torchvision weights expect ImageNet-normalised RGB at 224 pixels."""
+        return self.backbone != "small_cnn" and self.weights is not None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown configuration keys {unknown}; known: {sorted(names)}")
+        return cls(**values).validate()
+
+    @classmethod
+    def from_yaml(cls, path) -> "TrainConfig":
+        import yaml
+
+        text = Path(path).read_text()
+        values = yaml.safe_load(text) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: expected a mapping of configuration keys")
+        return cls.from_dict({k.replace("-", "_"): v for k, v in values.items()})

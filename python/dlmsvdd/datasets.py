@@ -1,0 +1,209 @@
+"""Image sources: scikit-learn's digits (embedded), Fashion-MNIST, CIFAR-10, CIFAR-100
+through torchvision, ImageNet-LT from its split files, any ImageFolder.
+
+A source is a pair of labelled pools (train and test) of raw images (PIL images
+or tensors) with their class labels as numpy arrays; the protocols pick indices
+from them and the tasks attach transforms. Nothing is downloaded: a missing
+root raises an error that says which files are expected where.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+DATASETS = ("digits", "fashion_mnist", "cifar10", "cifar100", "imagenet_lt", "image_folder")
+
+# Channel statistics of the training sets, for backbones trained from scratch.
+STATS = {
+    "digits": ((0.30,), (0.38,)),
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+}
+IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+@dataclass
+class Source:
+    name: str
+    train: Dataset  # items: (raw image, class)
+    test: Dataset
+    train_labels: np.ndarray
+    test_labels: np.ndarray
+    classes: list
+    channels: int  # of the raw images
+    image_size: int | None  # None: natural images of varying size
+
+
+class TensorImages(Dataset):
+    """Images held as one (n, c, h, w) float tensor in [0, 1]."""
+
+    def __init__(self, images: torch.Tensor, labels: np.ndarray):
+        self.images, self.labels = images, np.asarray(labels)
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        return self.images[i], int(self.labels[i])
+
+
+def _missing(name: str, root, expected: str) -> ValueError:
+    return ValueError(f"{name}: no data at {root!r}; expected {expected} (nothing is downloaded: put the files there)")
+
+
+def _split_pool(n_or_labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.model_selection import train_test_split
+
+    return tuple(np.sort(part) for part in train_test_split(np.arange(len(n_or_labels)), test_size=test_fraction,
+                                                              stratify=n_or_labels, random_state=seed))
+
+
+def digits(test_fraction: float = 0.3, seed: int = 0) -> Source:
+    """scikit-learn's 1797 8x8 digits, split once (stratified, seeded) into train and test pools."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    images = torch.as_tensor(data.images / 16.0, dtype=torch.float32)[:, None]
+    train, test = _split_pool(data.target, test_fraction, seed)
+    return Source("digits", TensorImages(images[train], data.target[train]),
+                  TensorImages(images[test], data.target[test]), data.target[train], data.target[test],
+                  list(range(10)), channels=1, image_size=8)
+
+
+def fashion_mnist(root) -> Source:
+    from torchvision.datasets import FashionMNIST
+
+    try:
+        train, test = (FashionMNIST(root, train=flag, download=False) for flag in (True, False))
+    except RuntimeError:
+        raise _missing("fashion_mnist", root, "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte") from None
+    return Source("fashion_mnist", train, test, train.targets.numpy(), test.targets.numpy(), list(train.classes), 1, 28)
+
+
+def cifar10(root) -> Source:
+    from torchvision.datasets import CIFAR10
+
+    try:
+        train, test = (CIFAR10(root, train=flag, download=False) for flag in (True, False))
+    except RuntimeError:
+        raise _missing("cifar10", root, "cifar-10-batches-py/ (the python version of CIFAR-10)") from None
+    return Source("cifar10", train, test, np.asarray(train.targets), np.asarray(test.targets), list(train.classes), 3, 32)
+
+
+def cifar100(root, fine_labels: bool = False) -> Source:
+    """CIFAR-100 with its 20 coarse superclasses (the one-vs-rest literature's
+    choice) or, on request, the 100 fine classes."""
+    from torchvision.datasets import CIFAR100
+
+    try:
+        train, test = (CIFAR100(root, train=flag, download=False) for flag in (True, False))
+    except RuntimeError:
+        raise _missing("cifar100", root, "cifar-100-python/ (the python version of CIFAR-100)") from None
+    classes = list(train.classes)
+    if not fine_labels:  # torchvision exposes the fine labels only; the coarse ones are in the same pickles
+        folder = Path(root) / train.base_folder
+        for ds, file in ((train, "train"), (test, "test")):
+            with open(folder / file, "rb") as f:
+                ds.targets = list(pickle.load(f, encoding="latin1")["coarse_labels"])
+        with open(folder / "meta", "rb") as f:
+            classes = list(pickle.load(f, encoding="latin1")["coarse_label_names"])
+    return Source("cifar100", train, test, np.asarray(train.targets), np.asarray(test.targets), classes, 3, 32)
+
+
+class ImageList(Dataset):
+    """Images named by a list of (path relative to root, label), loaded with PIL."""
+
+    def __init__(self, root, items: list[tuple[str, int]]):
+        self.root = Path(root)
+        self.paths = [p for p, _ in items]
+        self.labels = np.asarray([label for _, label in items], dtype=np.int64)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, i):
+        from PIL import Image
+
+        with Image.open(self.root / self.paths[i]) as img:
+            return img.convert("RGB"), int(self.labels[i])
+
+
+def read_split_file(path) -> list[tuple[str, int]]:
+    """ImageNet-LT's split format: one 'relative/path.JPEG label' per line."""
+    items = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+                raise ValueError(f"{path}:{number}: expected 'path label', got {line.strip()!r}")
+            items.append((parts[0], int(parts[1])))
+    if not items:
+        raise ValueError(f"{path} lists no images")
+    return items
+
+
+def imagenet_lt(root, split_dir=None) -> Source:
+    """ImageNet-LT (Liu et al. 2019): ImageNet_LT_train.txt / ImageNet_LT_test.txt
+    (in split_dir, default root) over an ImageNet root holding train/ and val/."""
+    split_dir = Path(split_dir or root)
+    lists = {}
+    for split in ("train", "test"):
+        file = split_dir / f"ImageNet_LT_{split}.txt"
+        if not file.is_file():
+            raise _missing("imagenet_lt", str(split_dir), f"ImageNet_LT_{split}.txt")
+        lists[split] = read_split_file(file)
+    first = Path(root) / lists["train"][0][0]
+    if not first.is_file():
+        raise _missing("imagenet_lt", root, f"the ImageNet images the split files name (e.g. {lists['train'][0][0]})")
+    train, test = ImageList(root, lists["train"]), ImageList(root, lists["test"])
+    classes = sorted(set(train.labels.tolist()) | set(test.labels.tolist()))
+    return Source("imagenet_lt", train, test, train.labels, test.labels, classes, 3, None)
+
+
+def image_folder(root, test_fraction: float = 0.3, seed: int = 0) -> Source:
+    """torchvision ImageFolder layout: root/train/<class>/... and root/test/<class>/...,
+    or a single root/<class>/... split once (stratified, seeded) into train and test."""
+    from torch.utils.data import Subset
+    from torchvision.datasets import ImageFolder
+
+    root = Path(root)
+    if not root.is_dir():
+        raise _missing("image_folder", str(root), "a folder of class subfolders (or train/ and test/ of them)")
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        train, test = ImageFolder(root / "train"), ImageFolder(root / "test")
+        if train.classes != test.classes:
+            raise ValueError(f"image_folder: train and test have different classes: {train.classes} vs {test.classes}")
+        return Source("image_folder", train, test, np.asarray(train.targets), np.asarray(test.targets),
+                      train.classes, 3, None)
+    pool = ImageFolder(root)
+    labels = np.asarray(pool.targets)
+    train, test = _split_pool(labels, test_fraction, seed)
+    return Source("image_folder", Subset(pool, train), Subset(pool, test), labels[train], labels[test],
+                  pool.classes, 3, None)
+
+
+def load(name: str, root=None, fine_labels: bool = False, split_dir=None) -> Source:
+    """The source called name (one of DATASETS)."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown data set {name!r}; choose one of {DATASETS}")
+    if name == "digits":
+        return digits()
+    if root is None:
+        raise ValueError(f"{name} needs a data root (--root)")
+    if not os.path.isdir(root):
+        raise ValueError(f"{name}: the data root {str(root)!r} does not exist")
+    if name == "cifar100":
+        return cifar100(root, fine_labels)
+    if name == "imagenet_lt":
+        return imagenet_lt(root, split_dir)
+    return {"fashion_mnist": fashion_mnist, "cifar10": cifar10, "image_folder": image_folder}[name](root)

@@ -1,0 +1,128 @@
+"""Backbones: torchvision ResNet-18/50 without the fc layer (ImageNet weights from
+the local torch cache, a state-dict file such as DINO's, or none), a small CNN
+for small images, or any nn.Module. Features are L2-normalised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BACKBONES = ("small_cnn", "resnet18", "resnet50")
+RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
+
+
+class SmallCNN(nn.Module):
+    """Three conv-BN-ReLU blocks (32, 64, 128 channels), two max-pools, global
+    average pooling: 128-d features for images of 8 pixels and more."""
+
+    def __init__(self, in_channels: int = 1, width: int = 32):
+        super().__init__()
+
+        def block(c_in, c_out, pool):
+            layers = [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+            return layers + [nn.MaxPool2d(2)] if pool else layers
+
+        self.layers = nn.Sequential(*block(in_channels, width, True), *block(width, 2 * width, True),
+                                    *block(2 * width, 4 * width, False), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.out_features = 4 * width
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class FeatureNet(nn.Module):
+    """backbone(x), flattened and L2-normalised: the representation phi(x)."""
+
+    def __init__(self, backbone: nn.Module):
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, x):
+        return F.normalize(self.backbone(x).flatten(1), dim=1)
+
+
+def _strip(state: dict) -> dict:
+    """Unwraps {'state_dict': ...}-style files and DDP / DINO prefixes; drops the fc layer."""
+    for key in ("state_dict", "model", "teacher"):
+        if isinstance(state.get(key), dict):
+            state = state[key]
+    out = {}
+    for k, v in state.items():
+        for prefix in ("module.", "backbone."):
+            k = k[len(prefix):] if k.startswith(prefix) else k
+        if not k.startswith("fc."):
+            out[k] = v
+    return out
+
+
+def load_weights(model: nn.Module, path) -> None:
+    """Loads a state-dict file into model; ValueError when they do not match."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"weights file {str(path)!r} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is the user's error to fix
+        raise ValueError(f"cannot read weights from {str(path)!r}: {err}") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{str(path)!r} does not hold a state dict")
+    state = _strip(state)
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = sorted(k for k in set(own) & set(state) if tuple(own[k].shape) != tuple(state[k].shape))
+    if missing or unexpected or shapes:
+        raise ValueError(f"the weights in {str(path)!r} do not match the {type(model).__name__} backbone: "
+                         f"missing {missing[:5]}{'...' if len(missing) > 5 else ''}, unexpected "
+                         f"{unexpected[:5]}{'...' if len(unexpected) > 5 else ''}, wrong shape {shapes[:5]}")
+    model.load_state_dict(state)
+
+
+def imagenet_weights_path(name: str) -> Path:
+    """Where torchvision keeps the ImageNet weights of a ResNet in the torch cache."""
+    import torchvision.models as tvm
+
+    url = getattr(tvm, RESNETS[name][1]).IMAGENET1K_V1.url
+    return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
+
+
+def build_backbone(name: str, weights: str | None = None, in_channels: int = 3) -> tuple[nn.Module, int]:
+    """(backbone without its classifier, feature dimension). weights: None,
+    "imagenet" (from the local torch cache; never downloaded) or a state-dict file."""
+    if name == "small_cnn":
+        model = SmallCNN(in_channels)
+        if weights == "imagenet":
+            raise ValueError("the small CNN has no ImageNet weights; use weights=None or a state-dict file")
+        if weights is not None:
+            load_weights(model, weights)
+        return model, model.out_features
+    if name not in RESNETS:
+        raise ValueError(f"unknown backbone {name!r}; choose one of {BACKBONES} or pass an nn.Module")
+    if in_channels != 3:
+        raise ValueError(f"{name} takes 3-channel images, got {in_channels}")
+    import torchvision.models as tvm
+
+    builder, _, dim = RESNETS[name]
+    model = getattr(tvm, builder)(weights=None)
+    model.fc = nn.Identity()
+    if weights == "imagenet":
+        path = imagenet_weights_path(name)
+        if not path.is_file():
+            raise ValueError(f"ImageNet weights for {name} are not in the torch cache ({path}); put the file "
+                             "there, pass a state-dict file, or use weights=None")
+        weights = path
+    if weights is not None:
+        load_weights(model, weights)
+    return model, dim
+
+
+def feature_dim(model: nn.Module, example: torch.Tensor) -> int:
+    with torch.no_grad():
+        was_training = model.training
+        model.eval()
+        dim = model(example[:1]).flatten(1).shape[1]
+        model.train(was_training)
+    return dim

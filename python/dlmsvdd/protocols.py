@@ -1,0 +1,101 @@
+"""Evaluation protocols on class labels: one-vs-rest tasks, long-tailed pools,
+stratified train/validation splits. Index arithmetic only, every draw seeded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+
+def _labels(labels) -> np.ndarray:
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.size == 0:
+        raise ValueError("labels must be a non-empty 1-D array of class indices")
+    return labels
+
+
+def check_class(labels, normal_class: int) -> None:
+    classes = np.unique(_labels(labels))
+    if normal_class not in classes:
+        raise ValueError(f"unknown normal class {normal_class!r}; the data set has classes {classes.tolist()}")
+
+
+def long_tailed_counts(n_head: int, rho: float, n_classes: int) -> list[int]:
+    """n_c = round(n_0 rho^(-c / (C - 1))), c = 0..C-1, as the paper writes it (Cao et
+    al.'s code truncates instead, which differs by one for some classes)."""
+    if not rho >= 1:
+        raise ValueError(f"the imbalance ratio rho must be >= 1, got {rho}")
+    if n_classes < 2:
+        raise ValueError(f"a long-tailed pool needs at least 2 classes, got {n_classes}")
+    return [int(round(n_head * rho ** (-c / (n_classes - 1)))) for c in range(n_classes)]
+
+
+def long_tailed_pool(labels, rho: float, seed: int = 0) -> np.ndarray:
+    """Indices of a long-tailed subset: class c (in sorted order) keeps n_c of its
+    samples, drawn at random, n_0 being the smallest class size (balanced sets:
+    the class size)."""
+    labels = _labels(labels)
+    classes, sizes = np.unique(labels, return_counts=True)
+    counts = long_tailed_counts(int(sizes.min()), rho, len(classes))
+    rng = np.random.default_rng(seed)
+    keep = [rng.choice(np.flatnonzero(labels == c), n, replace=False) for c, n in zip(classes, counts)]
+    return np.sort(np.concatenate(keep))
+
+
+@dataclass(frozen=True)
+class Split:
+    """Indices into a labelled pool and their targets: +1 normal, -1 anomaly."""
+
+    indices: np.ndarray
+    targets: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def one_vs_rest(labels, normal_class: int, ratio: float | None, seed: int = 0) -> Split:
+    """All samples of the normal class, plus anomalies drawn from the other classes:
+    round(ratio x normal count) of them (ratio None: all of them)."""
+    labels = _labels(labels)
+    check_class(labels, normal_class)
+    normal = np.flatnonzero(labels == normal_class)
+    others = np.flatnonzero(labels != normal_class)
+    if ratio is None:
+        anomalies = others
+    else:
+        if not 0 <= ratio:
+            raise ValueError(f"the anomaly ratio must be >= 0, got {ratio}")
+        n_anomalies = int(round(ratio * len(normal)))
+        if n_anomalies > len(others):
+            raise ValueError(f"ratio {ratio} asks for {n_anomalies} anomalies but the other classes have only "
+                             f"{len(others)} samples")
+        anomalies = np.sort(np.random.default_rng(seed).choice(others, n_anomalies, replace=False))
+    indices = np.concatenate([normal, anomalies])
+    return Split(indices, np.where(labels[indices] == normal_class, 1, -1))
+
+
+def train_val_split(split: Split, val_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
+    """Stratified (normal/anomaly) split of a task's pool into train and validation."""
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    for name, t in (("normal", 1), ("anomalous", -1)):
+        count = int((split.targets == t).sum())
+        if 0 < count < 2 or (t == 1 and count == 0):
+            raise ValueError(f"the {name} class has {count} sample(s); a stratified train/validation split needs "
+                             "at least 2")
+    try:
+        train, val = train_test_split(np.arange(len(split)), test_size=val_fraction, stratify=split.targets,
+                                      random_state=seed)
+    except ValueError as err:  # too few samples for the requested fraction
+        raise ValueError(f"cannot split {len(split)} samples into train/validation: {err}") from None
+    train, val = np.sort(train), np.sort(val)
+    return (Split(split.indices[train], split.targets[train]), Split(split.indices[val], split.targets[val]))
+
+
+def evaluation_task(labels, normal_class: int) -> Split:
+    """The whole test set: +1 for the normal class, -1 for every other class."""
+    labels = _labels(labels)
+    check_class(labels, normal_class)
+    return Split(np.arange(len(labels)), np.where(labels == normal_class, 1, -1))

@@ -1,0 +1,73 @@
+"""A training run end to end: the task from the config, the fit, the test
+scores, and the run folder (config, metrics, history, plots, checkpoint, log)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import datasets, metrics, reports
+from .config import TrainConfig
+from .tasks import Task, make_task
+from .trainer import DLMSVDD, versions
+
+log = logging.getLogger("dlmsvdd")
+
+
+def build_task(cfg: TrainConfig) -> Task:
+    """The one-vs-rest task the config describes; every check on the data runs here."""
+    source = datasets.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
+    channels = source.channels if cfg.backbone in ("small_cnn", "custom") else 3
+    image_size = cfg.image_size or (224 if cfg.imagenet_input else None)
+    return make_task(source, cfg.normal_class, ratio=cfg.ratio, rho=cfg.rho, seed=cfg.seed,
+                     val_fraction=cfg.val_fraction, channels=channels, image_size=image_size,
+                     imagenet_stats=cfg.imagenet_input)
+
+
+def default_output(cfg: TrainConfig) -> Path:
+    return Path("runs") / f"{cfg.data}-class{cfg.normal_class}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path]:
+    """Trains on the config's task and writes the run folder; returns the model, the metrics and the folder."""
+    cfg.validate()
+    task = build_task(cfg)  # data errors surface before the folder or the network exist
+    folder = Path(cfg.output) if cfg.output else default_output(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    handler = reports.attach_log(folder)
+    try:
+        reports.write_yaml(folder / "config.yaml", cfg.to_dict())
+        log.info("task %s", task.summary())
+        start = time.perf_counter()
+        model = DLMSVDD(cfg).fit(task.train, task.val)
+        seconds = time.perf_counter() - start
+        f_test, t_test = model._scores(task.test)
+        result = {"test": metrics.summary(t_test, f_test, model.threshold_),
+                  "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
+                  "seconds": seconds, "timing": reports.timing_summary(model.history_), "task": task.summary(),
+                  "device": str(model.device), "versions": versions()}
+        reports.write_json(folder / "metrics.json", result)
+        reports.write_json(folder / "history.json", model.history_)
+        reports.plot_convergence(model.history_, folder / "convergence.png")
+        reports.plot_roc(t_test, f_test, folder / "roc.png", f"{cfg.data} class {task.class_name}")
+        np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
+                   comments="")
+        model.save(folder / "model.pt")
+        log.info("test %s", result["test"])
+    finally:
+        logging.getLogger("dlmsvdd").removeHandler(handler)
+        handler.close()
+    return model, result, folder
+
+
+def load_model(path) -> DLMSVDD:
+    """A checkpoint file, or a run folder holding model.pt."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "model.pt"
+    if not path.is_file():
+        raise ValueError(f"no checkpoint at {str(path)!r}")
+    return DLMSVDD.load(path)

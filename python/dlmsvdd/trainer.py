@@ -1,0 +1,286 @@
+"""DLMSVDD: the alternating trainer (feature pass, alpha-step, omega-step) and the
+trained detector (scores, prediction, checkpoints)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import platform
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+from tqdm.auto import tqdm
+
+import dlmsvdd_ext
+from dlmsvdd_ext import LpSVDD, ops
+
+from . import __version__, metrics
+from .config import TrainConfig
+from .models import FeatureNet, build_backbone
+
+log = logging.getLogger("dlmsvdd")
+
+CHECKPOINT_FORMAT = 1
+DATA_DEPENDENT = ("nystrom", "rpcholesky")  # their budget cannot exceed the training set
+
+
+def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
+                          power: float = 1.0) -> torch.Tensor:
+    """The paper's eq. (cnn_softplus_loss): mean softplus^power(f - b_N) over the
+    normal samples plus mean softplus^power(b_A - f) over the anomalous ones."""
+    normal = t > 0
+    loss = f.new_zeros(())
+    if normal.any():
+        loss = loss + F.softplus(f[normal] - b_normal).pow(power).mean()
+    if (~normal).any():
+        loss = loss + F.softplus(b_anomaly - f[~normal]).pow(power).mean()
+    return loss
+
+
+def versions() -> dict:
+    return {"dlmsvdd": __version__, "dlmsvdd_ext": dlmsvdd_ext.__version__, "torch": str(torch.__version__),
+            "numpy": np.__version__, "python": platform.python_version()}
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class DLMSVDD:
+    """Deep large-margin lp-SVDD.
+
+    ``fit(train, val)`` takes torch datasets of ``(image, target)`` with target
+    +1 (normal) or -1 (anomaly); a dataset with an ``augmented()`` method (the
+    task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view.
+    Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
+    (higher = more anomalous); ``score_samples = -f``; ``predict`` is +1
+    (normal) below the validation threshold of maximal balanced accuracy, -1 above.
+    """
+
+    def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | None = None, **overrides):
+        config = dataclasses.replace(config or TrainConfig(), **overrides)
+        if backbone is not None:
+            config.backbone, config.weights = "custom", None
+        self.config = config.validate()
+        self.custom_backbone = backbone
+        self.device = resolve_device(config.device)
+        self.history_: list[dict] = []
+
+    # ---- building blocks
+
+    def _build_network(self, in_channels: int) -> FeatureNet:
+        cfg = self.config
+        if cfg.backbone == "custom":
+            if self.custom_backbone is None:
+                raise ValueError("backbone 'custom' needs the nn.Module itself: DLMSVDD(..., backbone=module)")
+            backbone = self.custom_backbone
+        else:
+            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels)
+        return FeatureNet(backbone).to(self.device)
+
+    def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
+        generator = torch.Generator().manual_seed(seed)
+        return DataLoader(dataset, batch_size=self.config.batch_size, shuffle=shuffle, generator=generator,
+                          num_workers=self.config.num_workers, drop_last=shuffle and len(dataset) > self.config.batch_size)
+
+    def _features(self, data) -> tuple[torch.Tensor, np.ndarray]:
+        """phi of every sample, in eval mode (no augmentation), and the targets."""
+        if isinstance(data, torch.Tensor):
+            data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
+        self.network_.eval()
+        feats, targets = [], []
+        with torch.no_grad():
+            for x, t in self._loader(data, shuffle=False):
+                feats.append(self.network_(x.to(self.device)))
+                targets.append(torch.as_tensor(t))
+        return torch.cat(feats), torch.cat(targets).numpy()
+
+    def _solve(self, feats: torch.Tensor, targets: np.ndarray, gamma: float) -> LpSVDD:
+        self.svdd_.set_params(gamma=gamma)
+        return self.svdd_.fit(feats, targets)
+
+    def _evaluate_epoch(self, train: Dataset, val: Dataset | None, gamma_for) -> dict:
+        """Feature pass, alpha-step and validation of the current network."""
+        start = time.perf_counter()
+        feats, targets = self._features(train)
+        t_features = time.perf_counter()
+        gamma = gamma_for(feats)
+        svdd = self._solve(feats, targets, gamma)
+        t_alpha = time.perf_counter()
+        gaps = svdd.history_.get("gap", [])
+        row = {"gamma": gamma, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
+               "fw_gap": [float(g) for g in gaps], "b_normal": svdd.b_normal_, "b_anomaly": svdd.b_anomaly_,
+               "seconds_features": t_features - start, "seconds_alpha": t_alpha - t_features}
+        if val is not None:
+            f_val, t_val = self._scores(val)
+            if metrics.has_both_classes(t_val):
+                threshold = metrics.best_threshold(t_val, f_val)
+                row.update(val_auroc=metrics.auroc(t_val, f_val),
+                           val_balanced_accuracy=metrics.balanced_accuracy(t_val, f_val, threshold))
+        return row
+
+    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> list[float]:
+        cfg, svdd = self.config, self.svdd_
+        self.network_.train()
+        losses = []
+        for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
+            f = svdd.torch_dissimilarity(self.network_(x.to(self.device)))
+            loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        return losses
+
+    # ---- training
+
+    def fit(self, train: Dataset, val: Dataset | None = None) -> "DLMSVDD":
+        """Alternating optimisation for config.epochs epochs (none with a frozen
+        backbone), best epoch by validation, then the boundary refitted from the
+        best weights' non-augmented training features."""
+        cfg = self.config
+        if len(train) == 0:
+            raise ValueError("the training set is empty")
+        torch.manual_seed(cfg.seed)
+        example, _ = train[0]
+        self.network_ = self._build_network(example.shape[0])
+        if cfg.frozen:
+            self.network_.requires_grad_(False)
+        n_train = len(train)
+        m = cfg.n_components
+        if cfg.backend in DATA_DEPENDENT and m > n_train:
+            log.warning("n_components = %d exceeds the %d training samples; using %d", m, n_train, n_train)
+            m = n_train
+        self.svdd_ = LpSVDD(p=cfg.p, nu=cfg.nu, c1=cfg.c1, c2=cfg.c2, kernel=cfg.backend, n_components=m,
+                            solver=cfg.solver, max_iter=cfg.fw_max_iter, tol=cfg.fw_tol, random_state=cfg.seed,
+                            warm_start=True)
+        gamma_for = self._gamma_strategy()
+        selecting = val is not None and metrics.has_both_classes(self._targets(val))
+        if val is not None and not selecting:
+            log.warning("the validation set has a single class: keeping the last epoch")
+        optimizer = None if cfg.frozen else torch.optim.Adam(
+            self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        augmented = train.augmented() if hasattr(train, "augmented") else train
+        epochs = 0 if cfg.frozen else cfg.epochs
+        best = (-np.inf, 0, None)
+        self.history_ = []
+        bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=cfg.verbose < 1)
+        for epoch in bar:
+            row = {"epoch": epoch, **self._evaluate_epoch(train, val, gamma_for)}
+            key = row.get(f"val_{cfg.selection}", -np.inf) if selecting else epoch
+            if key > best[0]:
+                best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
+            if epoch < epochs:
+                start = time.perf_counter()
+                batch_losses = self._omega_step(self._loader(augmented, shuffle=True, seed=cfg.seed + epoch),
+                                                optimizer, cfg.verbose >= 2)
+                row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
+                           seconds_omega=time.perf_counter() - start)
+            self.history_.append(row)
+            bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
+            log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
+        self.best_epoch_ = best[1]
+        self.network_.load_state_dict(best[2])
+        self._refit(train, val, gamma_for)
+        return self
+
+    def _gamma_strategy(self):
+        """gamma as a function of the current training features."""
+        cfg = self.config
+        if not isinstance(cfg.gamma, str):
+            return lambda feats: float(cfg.gamma)
+
+        def median(feats):
+            median_sq = ops.median_sq_distance(feats, max_samples=2000, seed=cfg.seed)
+            if not median_sq > 0:
+                raise ValueError("all training features coincide (median distance 0); give gamma as a number")
+            return 1.0 / median_sq
+
+        if cfg.gamma == "per-epoch":
+            return median
+        fixed = {}  # "median": estimated once, from the initial (pretrained) features
+        return lambda feats: fixed.setdefault("gamma", median(feats))
+
+    def _refit(self, train: Dataset, val: Dataset | None, gamma_for) -> None:
+        """The boundary from scratch on the best weights, and the decision threshold."""
+        self.svdd_.set_params(warm_start=False)
+        feats, targets = self._features(train)
+        self._solve(feats, targets, gamma_for(feats))
+        self.svdd_.set_params(warm_start=True)
+        f_val, t_val = self._scores(val) if val is not None else (None, None)
+        if val is not None and metrics.has_both_classes(t_val):
+            self.threshold_ = metrics.best_threshold(t_val, f_val)
+        else:  # no anomalies to calibrate on: the sphere's radius
+            self.threshold_ = float(self.svdd_.r2_)
+
+    # ---- scoring
+
+    @staticmethod
+    def _targets(data: Dataset) -> np.ndarray:
+        if hasattr(data, "targets"):
+            return np.asarray(data.targets)
+        return np.asarray([int(data[i][1]) for i in range(len(data))])
+
+    def _scores(self, data) -> tuple[np.ndarray, np.ndarray]:
+        """f(x) and the targets of a dataset (or a tensor of images) in one pass."""
+        feats, targets = self._features(data)
+        return self.svdd_.dissimilarity(feats).cpu().numpy(), targets
+
+    def dissimilarity(self, data) -> np.ndarray:
+        """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
+        return self._scores(data)[0]
+
+    def score_samples(self, data) -> np.ndarray:
+        """-f(x): higher = more normal (scikit-learn's convention)."""
+        return -self.dissimilarity(data)
+
+    def predict(self, data) -> np.ndarray:
+        """+1 normal (f below the validation threshold), -1 anomaly."""
+        return metrics.predict(self.dissimilarity(data), self.threshold_)
+
+    def evaluate(self, data) -> dict:
+        """AUROC and balanced accuracy (at the validation threshold) on a labelled dataset."""
+        f, targets = self._scores(data)
+        return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
+
+    # ---- checkpoints
+
+    def save(self, path) -> None:
+        """Weights, boundary, threshold, config, history and package versions."""
+        torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels,
+                    "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
+                    "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
+                    "versions": versions()}, path)
+
+    @property
+    def in_channels(self) -> int:
+        first = next(m for m in self.network_.modules() if isinstance(m, nn.Conv2d))
+        return first.in_channels
+
+    @classmethod
+    def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
+        """A saved model; scores exactly as the one that was saved. A custom
+        backbone must be passed again (its architecture is code, not data)."""
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{path} is not a dlmsvdd checkpoint (format {CHECKPOINT_FORMAT})")
+        values = dict(state["config"])
+        if device is not None:
+            values["device"] = device
+        if values["backbone"] == "custom" and backbone is None:
+            raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
+        values["weights"] = None  # the checkpoint holds the weights
+        model = cls(TrainConfig(**values), backbone=backbone)
+        model.network_ = model._build_network(state["in_channels"])
+        model.network_.load_state_dict(state["network"])
+        model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
+        model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
+        return model

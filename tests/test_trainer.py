@@ -1,0 +1,139 @@
+"""The alternating trainer on digits with the small CNN: every backend family,
+checkpoints, frozen backbone, bandwidth strategies, the loss."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dlmsvdd import datasets, metrics, tasks
+from dlmsvdd.config import TrainConfig
+from dlmsvdd.models import SmallCNN
+from dlmsvdd.trainer import DLMSVDD, margin_violation_loss
+
+
+@pytest.fixture(scope="module")
+def digits_source():
+    return datasets.digits()
+
+
+@pytest.fixture(scope="module")
+def task(digits_source):
+    return tasks.make_task(digits_source, normal_class=4, ratio=0.5, seed=0)
+
+
+def _config(**kw):
+    base = dict(backbone="small_cnn", weights=None, epochs=12, lr=1e-3, batch_size=64, n_components=64, verbose=0)
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module", params=["exact", "nystrom", "rff"])
+def fitted(request, task):
+    """One fit per backend family: exact, data-dependent, spectral."""
+    return DLMSVDD(_config(backend=request.param)).fit(task.train, task.val)
+
+
+def test_fit_lowers_the_loss_and_detects(fitted, task):
+    losses = [row["omega_loss"] for row in fitted.history_ if "omega_loss" in row]
+    assert len(losses) == 12 and len(fitted.history_) == 13
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
+    for row in fitted.history_:
+        assert row["gap"] <= 1e-6 * row["objective"] * 1.0001 or row["n_iter"] == 1000
+        assert row["b_normal"] < row["b_anomaly"]
+        assert 0 <= row["val_auroc"] <= 1
+    result = fitted.evaluate(task.test)
+    assert result["auroc"] > 0.9  # digits one-vs-rest is easy; chance is 0.5
+    assert result["n"] == len(task.test)
+
+
+def test_scores_predict_and_threshold_agree(fitted, task):
+    f = fitted.dissimilarity(task.test)
+    np.testing.assert_array_equal(fitted.score_samples(task.test), -f)
+    np.testing.assert_array_equal(fitted.predict(task.test), np.where(f >= fitted.threshold_, -1, 1))
+    # the threshold maximises balanced accuracy on the validation set
+    f_val = fitted.dissimilarity(task.val)
+    best = metrics.balanced_accuracy(task.val.targets, f_val, fitted.threshold_)
+    for thr in np.unique(f_val):
+        assert metrics.balanced_accuracy(task.val.targets, f_val, thr) <= best + 1e-12
+
+
+def test_best_epoch_is_the_best_validation_epoch(fitted):
+    aurocs = [row["val_auroc"] for row in fitted.history_]
+    assert aurocs[fitted.best_epoch_] == max(aurocs)
+    assert fitted.best_epoch_ == aurocs.index(max(aurocs))  # the first of ties
+
+
+def test_save_load_scores_identically(fitted, task, tmp_path):
+    path = tmp_path / "model.pt"
+    fitted.save(path)
+    loaded = DLMSVDD.load(path)
+    np.testing.assert_array_equal(loaded.dissimilarity(task.test), fitted.dissimilarity(task.test))
+    np.testing.assert_array_equal(loaded.predict(task.test), fitted.predict(task.test))
+    assert loaded.threshold_ == fitted.threshold_ and loaded.config == fitted.config
+    assert torch.load(path, weights_only=True)["versions"]["torch"] == torch.__version__
+
+
+def test_the_final_boundary_is_refitted_on_the_best_weights(fitted, task):
+    """Refitting the same weights' features from scratch gives the boundary the model holds."""
+    feats, targets = fitted._features(task.train)
+    from dlmsvdd_ext import LpSVDD
+
+    fresh = LpSVDD(**{**fitted.svdd_.get_params(), "warm_start": False}).fit(feats, targets)
+    assert fresh.objective_ == pytest.approx(fitted.svdd_.objective_, rel=1e-5)
+    assert fresh.b_normal_ == pytest.approx(fitted.svdd_.b_normal_, rel=1e-3, abs=1e-4)
+
+
+def test_frozen_backbone_keeps_its_weights(task):
+    net = SmallCNN(1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    model = DLMSVDD(_config(frozen=True), backbone=net).fit(task.train, task.val)
+    after = model.network_.backbone.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert len(model.history_) == 1 and "omega_loss" not in model.history_[0]
+
+
+def test_custom_backbone_checkpoint_needs_the_module(task, tmp_path):
+    model = DLMSVDD(_config(epochs=1), backbone=SmallCNN(1, width=8)).fit(task.train, task.val)
+    model.save(tmp_path / "m.pt")
+    with pytest.raises(ValueError, match="custom backbone"):
+        DLMSVDD.load(tmp_path / "m.pt")
+    loaded = DLMSVDD.load(tmp_path / "m.pt", backbone=SmallCNN(1, width=8))
+    np.testing.assert_array_equal(loaded.dissimilarity(task.val), model.dissimilarity(task.val))
+
+
+def test_same_seed_same_model(task):
+    runs = [DLMSVDD(_config(epochs=2)).fit(task.train, task.val) for _ in range(2)]
+    np.testing.assert_array_equal(runs[0].dissimilarity(task.val), runs[1].dissimilarity(task.val))
+
+
+def test_bandwidth_strategies(task):
+    gammas = {}
+    for gamma in ("median", "per-epoch", 2.5):
+        model = DLMSVDD(_config(epochs=3, gamma=gamma)).fit(task.train, task.val)
+        gammas[gamma] = [row["gamma"] for row in model.history_]
+    assert len(set(gammas["median"])) == 1  # estimated once, from the initial features
+    assert gammas["per-epoch"][0] == gammas["median"][0] and len(set(gammas["per-epoch"])) > 1
+    assert gammas[2.5] == [2.5] * 4
+
+
+def test_margin_violation_loss_against_a_loop():
+    g = torch.Generator().manual_seed(0)
+    f = torch.rand(20, generator=g, dtype=torch.float64) * 2
+    t = torch.tensor([1] * 14 + [-1] * 6)
+    b_n, b_a, power = 0.7, 1.1, 2.0
+    normal = [np.log1p(np.exp(float(f[i]) - b_n)) ** power for i in range(20) if t[i] > 0]
+    anomalous = [np.log1p(np.exp(b_a - float(f[i]))) ** power for i in range(20) if t[i] < 0]
+    expected = np.mean(normal) + np.mean(anomalous)
+    assert float(margin_violation_loss(f, t, b_n, b_a, power)) == pytest.approx(expected, rel=1e-12)
+    only_normal = margin_violation_loss(f[:14], t[:14], b_n, b_a, 1.0)
+    assert float(only_normal) == pytest.approx(float(F.softplus(f[:14] - b_n).mean()), rel=1e-12)
+
+
+def test_bad_configuration_is_refused():
+    for bad, match in ((dict(p=1.0), "p must be > 1"), (dict(nu=0.5), "nu must be >= 1"),
+                       (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
+                       (dict(ratio=0.0), "ratio must be in"), (dict(backbone="vgg"), "backbone must be one of")):
+        with pytest.raises(ValueError, match=match):
+            DLMSVDD(_config(**bad))
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        TrainConfig.from_dict({"epochs": 3, "learning_rate": 0.1})
