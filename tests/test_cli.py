@@ -21,3 +21,59 @@ def test_bad_size_is_refused(capsys):
     with pytest.raises(SystemExit):
         main(["bench", "--size", "12x"])
     assert "expected NxD" in capsys.readouterr().err
+
+
+def test_demo_trains_and_prints_the_test_auroc(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--epochs", "2", "--output", str(out), "--verbose", "0"]) == 0
+    printed = capsys.readouterr().out
+    auroc = float(printed.split("test AUROC ")[1].split()[0])
+    assert 0.5 < auroc <= 1
+    assert "LpSVDD on raw pixels" in printed
+    assert json.loads((out / "metrics.json").read_text())["test"]["auroc"] == pytest.approx(auroc, abs=1e-4)
+
+
+def test_train_from_yaml_then_evaluate_and_score(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text("data: digits\nbackbone: small_cnn\nweights: null\nepochs: 1\nnormal_class: 5\n"
+                      "backend: rff\nn_components: 64\nverbose: 0\n")
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--ratio", "0.5", "--output", str(out)]) == 0
+    capsys.readouterr()
+    saved = (out / "config.yaml").read_text()
+    assert "normal_class: 5" in saved and "ratio: 0.5" in saved and "backend: rff" in saved
+    metrics = json.loads((out / "metrics.json").read_text())
+
+    assert main(["evaluate", str(out), "--json", str(tmp_path / "eval.json")]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["auroc"] == pytest.approx(metrics["test"]["auroc"], abs=1e-12)
+
+    assert main(["score", str(out / "model.pt"), "--split", "val", "--output", str(tmp_path / "s.csv")]) == 0
+    rows = (tmp_path / "s.csv").read_text().splitlines()
+    assert rows[0] == "index,target,dissimilarity,prediction" and len(rows) - 1 == metrics["task"]["val_normal"] + \
+        metrics["task"]["val_anomalous"]
+
+
+def test_score_preprocessed_images_from_npy(tmp_path, capsys):
+    import numpy as np
+
+    out = tmp_path / "run"
+    assert main(["train", "--data", "digits", "--backbone", "small_cnn", "--weights", "none", "--epochs", "0",
+                 "--verbose", "0", "--output", str(out)]) == 0
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32))
+    capsys.readouterr()
+    assert main(["score", str(out), "--npy", str(tmp_path / "x.npy")]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 5
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--normal-class", "12"], "unknown normal class 12"),
+    (["--ratio", "0"], "ratio must be in"),
+    (["--data", "cifar10"], "needs a data root"),
+    (["--data", "cifar10", "--root", "/nonexistent/data"], "does not exist"),
+    (["--backbone", "resnet18", "--weights", "/nonexistent/w.pth"], "does not exist"),
+])
+def test_bad_input_fails_before_training(flags, message, tmp_path, capsys):
+    base = ["train", "--backbone", "small_cnn", "--weights", "none", "--epochs", "1", "--output", str(tmp_path / "r")]
+    assert main(base + flags) == 2
+    assert message in capsys.readouterr().err

@@ -65,6 +65,9 @@ class TrainConfig:
             if not ok:
                 raise ValueError(message)
 
+        if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
+            self.weights = None
+
         need(self.data in DATASETS, f"data must be one of {DATASETS}, got {self.data!r}")
         need(self.backbone in BACKBONES + ("custom",),
              f"backbone must be one of {BACKBONES} (or 'custom' with a module), got {self.backbone!r}")

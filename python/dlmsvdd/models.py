@@ -118,11 +118,3 @@ def build_backbone(name: str, weights: str | None = None, in_channels: int = 3) 
         load_weights(model, weights)
     return model, dim
 
-
-def feature_dim(model: nn.Module, example: torch.Tensor) -> int:
-    with torch.no_grad():
-        was_training = model.training
-        model.eval()
-        dim = model(example[:1]).flatten(1).shape[1]
-        model.train(was_training)
-    return dim
