@@ -61,6 +61,7 @@ TRAIN_FLAGS = {
     "--lr": ("lr", float, "Adam learning rate"),
     "--weight-decay": ("weight_decay", float, "Adam weight decay"),
     "--batch-size": ("batch_size", int, "mini-batch size"),
+    "--selection": ("selection", str, "validation metric for the best epoch: auroc or balanced_accuracy"),
     "--seed": ("seed", int, "seed of every random draw"),
     "--device": ("device", str, "auto, cpu, cuda or cuda:N"),
     "--num-workers": ("num_workers", int, "data-loader worker processes"),

@@ -176,7 +176,7 @@ class DLMSVDD:
         for epoch in bar:
             row = {"epoch": epoch, **self._evaluate_epoch(train, val, gamma_for)}
             key = row.get(f"val_{cfg.selection}", -np.inf) if selecting else epoch
-            if key > best[0]:
+            if key >= best[0]:  # ties go to the later, more trained epoch (small validation sets tie often)
                 best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:
                 start = time.perf_counter()
