@@ -70,3 +70,15 @@ def test_bad_input_is_refused():
     tiny = protocols.one_vs_rest(np.array([0, 0, 0, 1]), 0, 1 / 3)  # one anomaly
     with pytest.raises(ValueError, match="anomalous class has 1 sample"):
         protocols.train_val_split(tiny)
+
+
+def test_long_tailed_task_on_digits_follows_the_formula():
+    from dlmsvdd import datasets, tasks
+
+    source = datasets.digits()
+    task = tasks.make_task(source, normal_class=9, ratio=None, rho=10, seed=0)
+    indices = np.concatenate([task.train.split.indices, task.val.split.indices])
+    counts = np.bincount(source.train_labels[indices], minlength=10)
+    n0 = np.bincount(source.train_labels).min()
+    assert counts.tolist() == protocols.long_tailed_counts(n0, 10, 10)
+    assert (task.train.targets == 1).sum() + (task.val.targets == 1).sum() == counts[9]  # the tail class is normal
