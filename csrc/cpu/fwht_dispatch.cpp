@@ -1,6 +1,10 @@
 // The CPU FWHT and structured feature maps: check the arguments and forward
 // to the instruction set cpu::active_isa() names (the same choice as the RBF
 // kernels').
+#include <sys/mman.h>
+
+#include <cstdint>
+
 #include "common/feature_map_params.h"
 #include "common/fwht_params.h"
 #include "cpu/rbf_cpu.h"
@@ -33,10 +37,31 @@ void fwht(const FwhtArgs<T>& args) {
   }
 }
 
+namespace {
+
+// The features usually go to fresh memory (torch allocates large arrays with
+// mmap), and faulting it in 4 KB pages costs more than computing them: about
+// 25 ms of a 100 MB output here, where 2 MB pages cost about 4. Advice only
+// (the kernel may ignore it); pages already mapped keep their size.
+void advise_huge_pages(const void* begin, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t kHuge = uintptr_t(1) << 21;
+  if (bytes < 4 * kHuge) return;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + kHuge - 1) & ~(kHuge - 1);
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(begin) + bytes) & ~(kHuge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)begin, (void)bytes;
+#endif
+}
+
+}  // namespace
+
 template <typename T>
 void structured_features(const FeatureMapArgs<T>& args) {
   feature_map_log2_pad(args);  // throws std::invalid_argument for bad sizes
   if (args.rows == 0) return;
+  advise_huge_pages(args.out, size_t((args.rows - 1) * args.ldo + args.m) * sizeof(T));
   switch (active_isa()) {
     case Isa::avx512: return isa_avx512::structured_features<T>(args);
     case Isa::avx2: return isa_avx2::structured_features<T>(args);
