@@ -1,11 +1,13 @@
 // The structured feature maps (common/feature_map_params.h) on the CPU, fused:
-// per row, per block, the diagonals, the permutation and the unnormalised
-// transforms run on a d_pad-long buffer that stays in L1 (the FWHT's
-// transform_row), then the cosine is taken in vector registers and the
+// per row, per block, the diagonals (in the first pass of each transform), the
+// permutation and the unnormalised transforms run on a d_pad-long buffer that
+// stays in L1 (the FWHT's transform_row), then the cosine is taken in vector registers and the
 // features are written once. OpenMP threads over rows.
 //
 // Included by isa/fwht_<name>.cpp after cpu/fwht_impl.h, in the same
 // instruction-set namespace (it uses that file's transform_row and simd.h).
+#include <immintrin.h>
+
 #include <cstring>
 #include <vector>
 
@@ -16,13 +18,33 @@ namespace dlmsvdd::cpu::DLMSVDD_ISA_NS {
 
 namespace {
 
-// dst = a * b elementwise (dst may be a).
+// u[j] = y[p[j]]: gather instructions where the instruction set has them
+// (the compiler's own vectorisation of this loop moves every index through a
+// vector register and back, slower than scalar loads).
 template <typename T>
-void multiply(const T* a, const T* b, T* dst, int64_t len) {
-  constexpr int W = Simd<T>::W;
+void permute(const T* __restrict y, const int32_t* __restrict p, T* __restrict u, int64_t len) {
   int64_t j = 0;
-  for (; j + W <= len; j += W) vstore(dst + j, vload(a + j) * vload(b + j));
-  for (; j < len; ++j) dst[j] = a[j] * b[j];
+  // The masked forms with a zero source: the plain ones start from an
+  // "undefined" register, which GCC 12 warns about.
+#if DLMSVDD_VEC_BYTES == 64
+  if constexpr (sizeof(T) == 4)
+    for (; j + 16 <= len; j += 16)
+      _mm512_storeu_ps(u + j, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xffff, _mm512_loadu_si512(p + j), y, 4));
+  else
+    for (; j + 8 <= len; j += 8)
+      _mm512_storeu_pd(u + j, _mm512_mask_i32gather_pd(_mm512_setzero_pd(), 0xff,
+                                                       _mm256_loadu_si256((const __m256i*)(p + j)), y, 8));
+#elif DLMSVDD_VEC_BYTES == 32
+  if constexpr (sizeof(T) == 4)
+    for (; j + 8 <= len; j += 8)
+      _mm256_storeu_ps(u + j, _mm256_mask_i32gather_ps(_mm256_setzero_ps(), y, _mm256_loadu_si256((const __m256i*)(p + j)),
+                                                       _mm256_castsi256_ps(_mm256_set1_epi32(-1)), 4));
+  else
+    for (; j + 4 <= len; j += 4)
+      _mm256_storeu_pd(u + j, _mm256_mask_i32gather_pd(_mm256_setzero_pd(), y, _mm_loadu_si128((const __m128i*)(p + j)),
+                                                       _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), 8));
+#endif
+  for (; j < len; ++j) u[j] = y[p[j]];
 }
 
 // out[j] = structured_feature(y[j], s[j], offset[j]) for j < len; s may be
@@ -74,19 +96,13 @@ void structured_features(const FeatureMapArgs<T>& a) {
       for (int64_t b = 0; b < a.blocks; ++b) {
         const int64_t c0 = b * dp, len = std::min(dp, a.m - c0);
         T* out = a.out + r * a.ldo + c0;
-        multiply(x, diag[0] + c0, y.data(), dp);
-        transform_row(y.data(), y.data(), dp, T(1));
+        transform_row(x, y.data(), dp, T(1), diag[0] + c0);  // H D_0 x
         if (!fastfood) {
-          for (int s = 1; s < 3; ++s) {
-            multiply(y.data(), diag[s] + c0, y.data(), dp);
-            transform_row(y.data(), y.data(), dp, T(1));
-          }
+          for (int s = 1; s < 3; ++s) transform_row(y.data(), y.data(), dp, T(1), diag[s] + c0);
           cos_features<T>(y.data(), nullptr, a.offset + c0, len, a.scale, a.out_scale, out);
         } else {
-          const int32_t* p = perm.data() + c0;
-          const T* g = diag[1] + c0;
-          for (int64_t j = 0; j < dp; ++j) u[j] = y[p[j]] * g[j];
-          transform_row(u.data(), u.data(), dp, T(1));
+          permute(y.data(), perm.data() + c0, u.data(), dp);
+          transform_row(u.data(), u.data(), dp, T(1), diag[1] + c0);
           cos_features<T>(u.data(), diag[2] + c0, a.offset + c0, len, a.scale, a.out_scale, out);
         }
       }
