@@ -13,7 +13,8 @@ Each backend is built by :func:`make` and used in scikit-learn's transformer sty
 The spectral backends (RFF, QMC-RFF, ORF, SORF, Fastfood) share the cosine map
 ``z(x) = sqrt(2/m) cos(Omega x + b)`` and differ in how the frequencies
 ``Omega`` are drawn; SORF and Fastfood apply ``Omega`` through the compiled
-fast Walsh-Hadamard transform in O(m log d) per point. Nystrom and RPCholesky
+fast Walsh-Hadamard transform in O(m log d) per point, fused with the cosine
+into one compiled pass when no gradient is needed. Nystrom and RPCholesky
 are data-dependent: a float64 core, negligible directions cut, so adding
 landmarks never makes them worse.
 """
@@ -258,6 +259,10 @@ class _SpectralKernel(KernelBackend):
         x = _check_features(x, "x").to(self.offset_.dtype)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(f"x has {x.shape[1]} features, the backend was fitted with {self.n_features_in_}")
+        return self._map(x)
+
+    def _map(self, x):
+        """The features by torch operations (differentiable in x)."""
         return math.sqrt(2.0 / self.n_components) * torch.cos(self._project(x) + self.offset_)
 
 
@@ -326,6 +331,16 @@ class _HadamardSpectral(_SpectralKernel):
     def _finish_projection(self, y):
         return y.reshape(y.shape[0], -1)[:, : self.n_components]
 
+    def _map(self, x):
+        """The compiled fused map (ops.sorf_features / fastfood_features) when no
+        gradient is wanted (fit, scoring, torch.no_grad); the torch composition,
+        which autograd differentiates, when x requires one, and on CUDA for
+        d_p above the fused kernel's limit."""
+        if (x.requires_grad and torch.is_grad_enabled()) or (
+                x.is_cuda and self.d_pad_ > ops.CUDA_FEATURE_MAP_MAX_PAD):
+            return super()._map(x)
+        return self._fused(x.detach().contiguous())
+
 
 class SORF(_HadamardSpectral):
     """Omega = sqrt(2 gamma d_p) H D1 H D2 H D3 per block (normalised H, random sign diagonals)."""
@@ -342,6 +357,11 @@ class SORF(_HadamardSpectral):
         for k in (2, 1, 0):  # D3 first
             y = fwht(y * self.signs_[k])
         return self._finish_projection(y * math.sqrt(2 * self.gamma * self.d_pad_))
+
+    def _fused(self, x):
+        # Unnormalised transforms: the three 1/sqrt(d_p) go into the scale.
+        dp = self.d_pad_
+        return ops.sorf_features(x, self.signs_.flip(0), self.offset_, math.sqrt(2 * self.gamma * dp) / dp ** 1.5)
 
 
 class Fastfood(_HadamardSpectral):
@@ -373,6 +393,10 @@ class Fastfood(_HadamardSpectral):
         y = fwht(y * self.gauss_)  # normalised H G
         # Unnormalised H = sqrt(d_p) * normalised, twice: d_p; times sqrt(2 gamma / d_p).
         return self._finish_projection(y * self.scale_ * math.sqrt(2 * self.gamma * dp))
+
+    def _fused(self, x):
+        return ops.fastfood_features(x, self.signs_, self.perm_, self.gauss_, self.scale_, self.offset_,
+                                     math.sqrt(2 * self.gamma / self.d_pad_))
 
 
 _CLASSES = {c.name: c for c in (ExactKernel, Nystrom, RFF, QMCRFF, ORF, SORF, Fastfood, RPCholesky)}

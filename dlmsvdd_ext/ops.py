@@ -27,6 +27,9 @@ __all__ = [
     "median_sq_distance",
     "rpcholesky",
     "fwht",
+    "sorf_features",
+    "fastfood_features",
+    "vector_cos",
     "cpu_isa",
     "supported_cpu_isas",
     "set_cpu_isa",
@@ -172,6 +175,123 @@ def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emul
             raise ValueError(f"out: shape {tuple(out.shape)} differs from x's {tuple(x.shape)}")
     x_rows, out_rows = (x[None], out[None]) if x.ndim == 1 else (x, out)  # one row: a (1, L) view
     _C.fwht(x_rows, out_rows, bool(normalized), _stream(x), bool(cuda_emulation))
+    return out
+
+
+# d_pad above this takes the separate FWHT kernels on CUDA (the fused kernel
+# holds a block of the map in one tile).
+CUDA_FEATURE_MAP_MAX_PAD = _C.cuda_feature_map_max_pad
+
+
+def _parameter(a: Array, name: str, shape: tuple, like: Array) -> Array:
+    """A parameter array of the feature maps: ``shape``, and the kind (torch or
+    numpy), dtype and device of ``like``; C-contiguous (copied only if needed)."""
+    _check_array(a, name)
+    if tuple(a.shape) != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {tuple(a.shape)}")
+    if isinstance(a, torch.Tensor) != isinstance(like, torch.Tensor):
+        raise TypeError(f"{name}: must be the same kind of array as x ({type(like).__name__})")
+    if a.dtype != like.dtype:
+        raise ValueError(f"{name}: dtype {a.dtype} differs from x's {like.dtype}")
+    if isinstance(a, torch.Tensor):
+        if a.device != like.device:
+            raise ValueError(f"{name}: on {a.device}, x on {like.device}")
+        return a.contiguous()
+    return np.ascontiguousarray(a)
+
+
+def _stack(arrays: list, like: Array) -> Array:
+    return torch.stack(arrays) if isinstance(like, torch.Tensor) else np.stack(arrays)
+
+
+def _structured(kind: str, x: Array, diagonals: list, names: list, perm, offset: Array, scale: float,
+                out: Array | None, cuda_emulation: bool) -> Array:
+    """Checks the arguments and runs the fused map."""
+    _check_array(x, "x")
+    if x.ndim != 2:
+        raise ValueError(f"x must be 2-D (rows, d), got {x.ndim}-D")
+    first = diagonals[0]
+    _check_array(first, names[0])
+    if first.ndim != 2:
+        raise ValueError(f"the diagonals must be (blocks, d_pad) arrays, got shape {tuple(first.shape)}")
+    blocks, d_pad = first.shape
+    if d_pad < 2 or d_pad & (d_pad - 1) or d_pad < x.shape[1]:
+        raise ValueError(f"d_pad = {d_pad} must be a power of two >= 2 and >= d = {x.shape[1]}")
+    _check_array(offset, "offset")
+    m = offset.shape[0] if offset.ndim == 1 else -1
+    if not (blocks - 1) * d_pad < m <= blocks * d_pad:
+        raise ValueError(f"offset must be 1-D with m entries, (blocks - 1) * d_pad < m <= blocks * d_pad "
+                         f"= {blocks * d_pad}, got shape {tuple(offset.shape)}")
+    if not np.isfinite(float(scale)):
+        raise ValueError(f"scale must be finite, got {scale}")
+    diag = _stack([_parameter(g, name, (blocks, d_pad), x) for g, name in zip(diagonals, names)], x)
+    diag = diag.reshape(3 * blocks, d_pad)
+    if perm is not None:
+        _check_array(perm, "perm")
+        p = np.asarray(perm.cpu() if isinstance(perm, torch.Tensor) else perm)
+        if p.shape != (blocks, d_pad) or not np.issubdtype(p.dtype, np.integer):
+            raise ValueError(f"perm must be an integer (blocks, d_pad) = {(blocks, d_pad)} array")
+        if not (np.sort(p, axis=1) == np.arange(d_pad)).all():
+            raise ValueError("perm: each row must be a permutation of 0 .. d_pad - 1")
+        # To x's dtype (whole numbers below 2^15: exact), so _C sees floating-point arrays only.
+        perm = (torch.as_tensor(p, dtype=x.dtype, device=x.device) if isinstance(x, torch.Tensor)
+                else p.astype(x.dtype))
+    offset = _parameter(offset, "offset", (m,), x)
+    if out is None:
+        out = _empty(x, (x.shape[0], m))
+    else:
+        _check_array(out, "out")
+        if tuple(out.shape) != (x.shape[0], m):
+            raise ValueError(f"out: expected shape {(x.shape[0], m)}, got {tuple(out.shape)}")
+    _C.structured_features(kind, x, diag, perm, offset, out, float(scale), float(np.sqrt(2.0 / m)), _stream(x),
+                           bool(cuda_emulation))
+    return out
+
+
+def sorf_features(x: Array, signs: Array, offset: Array, scale: float, *, out: Array | None = None,
+                  cuda_emulation: bool = False) -> Array:
+    """Structured orthogonal random features of the rows of ``x`` (n, d), in one fused pass.
+
+    ``signs`` (3, blocks, d_pad) are the sign diagonals in the order they are
+    applied (``signs`` and ``offset`` in ``x``'s dtype, on its device): with ``x`` zero-padded to ``d_pad`` (a power of two >= d) and the
+    unnormalised Hadamard matrix H (as ``fwht``), block b gives
+    ``y = H D_2 H D_1 H D_0 x`` (``D_s = diag(signs[s, b])``) and the features
+    ``sqrt(2/m) cos(scale * y + offset[b d_pad : (b+1) d_pad])``, m = len(offset),
+    the last block cut at m. Returns them in ``out`` (n, m; same dtype and
+    device as ``x``) or a new array like ``x``. On CUDA, d_pad is at
+    most ``CUDA_FEATURE_MAP_MAX_PAD``; on the CPU, 2^15.
+    ``cuda_emulation=True`` runs the CUDA kernel's code on the CPU (slow; tests).
+    """
+    _check_array(signs, "signs")
+    if signs.ndim != 3 or signs.shape[0] != 3:
+        raise ValueError(f"signs must be (3, blocks, d_pad), got shape {tuple(signs.shape)}")
+    return _structured("sorf", x, [signs[0], signs[1], signs[2]], ["signs"] * 3, None, offset, scale, out,
+                       cuda_emulation)
+
+
+def fastfood_features(x: Array, signs: Array, perm: Array, gauss: Array, row_scale: Array, offset: Array,
+                      scale: float, *, out: Array | None = None, cuda_emulation: bool = False) -> Array:
+    """Fastfood features (Le, Sarlos, Smola 2013) of the rows of ``x``, in one fused pass.
+
+    All of ``signs`` (B), ``perm`` (integers, each row a permutation of
+    0 .. d_pad - 1), ``gauss`` (G) and ``row_scale`` (S) are (blocks, d_pad);
+    all but ``perm`` in ``x``'s dtype, on its device.
+    Block b gives ``y = H G P H B x`` (x zero-padded, H unnormalised, ``(P u)_j =
+    u[perm[b, j]]``) and the features ``sqrt(2/m) cos(scale * S y + offset[...])``,
+    laid out as in :func:`sorf_features`.
+    """
+    return _structured("fastfood", x, [signs, gauss, row_scale], ["signs", "gauss", "row_scale"], perm, offset,
+                       scale, out, cuda_emulation)
+
+
+def vector_cos(x: Array) -> Array:
+    """cos of a contiguous 1-D CPU array by the feature maps' vectorised cosine
+    (current instruction set); exposed for its tests."""
+    _check_array(x, "x")
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-D, got {x.ndim}-D")
+    out = _empty(x, tuple(x.shape))
+    _C.vector_cos(x, out)
     return out
 
 

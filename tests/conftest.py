@@ -21,6 +21,15 @@ def backend(request):
     ops.set_cpu_isa(before)
 
 
+@pytest.fixture(params=ops.supported_cpu_isas())
+def cpu_isa(request):
+    """Selects each CPU instruction set in turn (for CPU-only routines)."""
+    before = ops.cpu_isa()
+    ops.set_cpu_isa(request.param)
+    yield request.param
+    ops.set_cpu_isa(before)
+
+
 def rbf_reference(X, Y, gamma):
     """float64 K(X, Y) from explicit differences (no norm expansion)."""
     X = np.asarray(X, dtype=np.float64)

@@ -94,9 +94,10 @@ __attribute__((always_inline)) inline void butterflies(Vec (&v)[1 << K]) {
 // ..., 2^(K-1) h (h a multiple of W): for each group, the vectors at j, j + h,
 // ..., j + (2^K - 1) h are loaded from src, combined and stored to dst (which
 // may be src). The first pass of a chunk (InVector, h = W, so the vectors are
-// consecutive) also does the levels within each vector.
+// consecutive) also does the levels within each vector, after multiplying
+// src by mul elementwise when mul is not null (a diagonal before H).
 template <typename T, int K, bool InVector>
-void pass(const T* src, T* dst, int64_t len, int64_t h) {
+void pass(const T* src, T* dst, int64_t len, int64_t h, const T* mul = nullptr) {
   constexpr int W = Simd<T>::W, N = 1 << K;
   for (int64_t g = 0; g < len; g += h * N)
     for (int64_t j = g; j < g + h; j += W) {
@@ -104,7 +105,10 @@ void pass(const T* src, T* dst, int64_t len, int64_t h) {
 #pragma GCC unroll 16
       for (int i = 0; i < N; ++i) {
         v[i] = vload(src + j + i * h);
-        if constexpr (InVector) v[i] = in_vector_levels<T>(v[i]);
+        if constexpr (InVector) {
+          if (mul) v[i] *= vload(mul + j + i * h);
+          v[i] = in_vector_levels<T>(v[i]);
+        }
       }
       butterflies<K>(v);
 #pragma GCC unroll 16
@@ -170,16 +174,23 @@ void short_rows_flat(const T* src, T* dst, int64_t total, int64_t len, T scale, 
   }
 }
 
+// dst = scale H diag(mul) src (mul may be null: the identity).
 template <typename T>
-void transform_row(const T* src, T* dst, int64_t len, T scale) {
+void transform_row(const T* src, T* dst, int64_t len, T scale, const T* mul = nullptr) {
   constexpr int64_t W = Simd<T>::W;
   if (len < W) {
+    if (mul) {
+      for (int64_t j = 0; j < len; ++j) dst[j] = src[j] * mul[j];
+      src = dst;
+    }
     short_row(src, dst, len);
   } else {
     const int64_t chunk = std::min<int64_t>(len, kChunkBytes / int64_t(sizeof(T)));
     const int first = std::min(kMaxLevelsPerPass, log2_of(chunk / W));
     for (int64_t c = 0; c < len; c += chunk) {
-      with_levels(first, [&](auto levels) { pass<T, decltype(levels)::value, true>(src + c, dst + c, chunk, W); });
+      with_levels(first, [&](auto levels) {
+        pass<T, decltype(levels)::value, true>(src + c, dst + c, chunk, W, mul ? mul + c : nullptr);
+      });
       strided_levels(dst + c, chunk, W << first);
     }
     strided_levels(dst, len, chunk);

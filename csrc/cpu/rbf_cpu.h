@@ -1,5 +1,6 @@
 // CPU RBF kernels, compiled once per instruction set and chosen at run time.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "common/params.h"
@@ -22,6 +23,21 @@ void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args);
 template <typename T>
 void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args);
 
+// K(X, Y) for one X and many small Y (RPCholesky's pivot columns): X is
+// packed for the tiled kernel once, not on every call.
+template <typename T>
+class FeatureGram {
+ public:
+  virtual ~FeatureGram() = default;
+  // out (nx x ny, row stride ldo) = K(X, Y), Y (ny x d, row stride ldy).
+  virtual void gram(const T* y, int64_t ldy, int64_t ny, T* out, int64_t ldo) = 0;
+};
+
+// x gives X (x, ldx, nx, d) and gamma; its y fields are ignored. X must
+// outlive the result.
+template <typename T>
+std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x);
+
 }  // namespace dlmsvdd::cpu
 
 // Declarations of the per-instruction-set entry points.
@@ -31,6 +47,8 @@ void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args);
   void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args);          \
   template <typename T>                                                               \
   void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args);              \
+  template <typename T>                                                               \
+  std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x);              \
   }
 DLMSVDD_DECLARE_ISA(isa_generic)
 DLMSVDD_DECLARE_ISA(isa_avx2)

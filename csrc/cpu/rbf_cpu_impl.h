@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "common/params.h"
@@ -37,26 +38,57 @@ struct PackedColumns {
   const T* panel(int64_t j0, int64_t d) const { return panels.data() + j0 * d; }
 };
 
-// One thread's block of X rows packed in MR-high panels.
+// All rows of X packed in MR-high panels at once, for repeated products with
+// changing Y (FeatureGramImpl): row blocks then view it instead of packing.
+template <typename T>
+struct PackedRows {
+  AlignedBuffer<T> panels, norms;
+  PackedRows(const T* x, int64_t ldx, int64_t n, int64_t d)
+      : panels(round_up(n, TileShape<T>::MR) * d, AlignedBuffer<T>::uninitialized),
+        norms(round_up(n, TileShape<T>::MR), AlignedBuffer<T>::uninitialized) {
+    constexpr int MR = TileShape<T>::MR;
+#pragma omp parallel for schedule(static)
+    for (int64_t q = 0; q < round_up(n, MR) / MR; ++q)
+      pack_panel<T, MR>(x, ldx, q * MR, n, d, panels.data() + q * d * MR, norms.data() + q * MR);
+  }
+};
+
+// One thread's block of X rows in MR-high panels: packed by the block itself,
+// or a view of PackedRows.
 template <typename T>
 struct RowBlock {
   // Column panels whose partial tiles a block keeps between depth chunks.
   static constexpr int64_t kBlockPanels = 8;
-  AlignedBuffer<T> panels, norms, partial;
-  int64_t max_panels, begin = 0, rows = 0, n_panels = 0;
-  RowBlock(int64_t mc, int64_t d)
-      : panels(mc * d, AlignedBuffer<T>::uninitialized),
-        norms(mc, AlignedBuffer<T>::uninitialized),
-        partial(kBlockPanels * mc * TileShape<T>::NR, AlignedBuffer<T>::uninitialized),
-        max_panels(mc / TileShape<T>::MR) {}
-  void pack(const RbfProblem<T>& pb, int64_t block_begin, int64_t mc) {
-    constexpr int MR = TileShape<T>::MR;
+  AlignedBuffer<T> own_panels, own_norms, partial;
+  const T* panels = nullptr;
+  const T* norms = nullptr;
+  int64_t mc, max_panels, begin = 0, rows = 0, n_panels = 0;
+  explicit RowBlock(int64_t mc_)
+      : partial(kBlockPanels * mc_ * TileShape<T>::NR, AlignedBuffer<T>::uninitialized),
+        mc(mc_),
+        max_panels(mc_ / TileShape<T>::MR) {}
+  void locate(const RbfProblem<T>& pb, int64_t block_begin) {
     begin = block_begin;
     rows = std::min(mc, pb.nx - begin);
-    n_panels = (rows + MR - 1) / MR;
+    n_panels = (rows + TileShape<T>::MR - 1) / TileShape<T>::MR;
+  }
+  void pack(const RbfProblem<T>& pb, int64_t block_begin) {
+    constexpr int MR = TileShape<T>::MR;
+    locate(pb, block_begin);
+    if (own_panels.size() == 0) {
+      own_panels = AlignedBuffer<T>(mc * pb.d, AlignedBuffer<T>::uninitialized);
+      own_norms = AlignedBuffer<T>(mc, AlignedBuffer<T>::uninitialized);
+    }
     for (int64_t q = 0; q < n_panels; ++q)
-      pack_panel<T, MR>(pb.x, pb.ldx, begin + q * MR, pb.nx, pb.d, panels.data() + q * pb.d * MR,
-                        norms.data() + q * MR);
+      pack_panel<T, MR>(pb.x, pb.ldx, begin + q * MR, pb.nx, pb.d, own_panels.data() + q * pb.d * MR,
+                        own_norms.data() + q * MR);
+    panels = own_panels.data();
+    norms = own_norms.data();
+  }
+  void view(const PackedRows<T>& all, const RbfProblem<T>& pb, int64_t block_begin) {
+    locate(pb, block_begin);  // begin is a multiple of mc, so of MR: whole panels
+    panels = all.panels.data() + begin * pb.d;
+    norms = all.norms.data() + begin;
   }
   // Calls fn(q, j0, tile) for every column panel j0 in [j_begin, j_end) and
   // row panel q < q_end(j0), with their kernel (or distance) tile. Loop
@@ -82,12 +114,12 @@ struct RowBlock {
           for (int64_t q = 0; q < qe; ++q) {
             Tile<T> acc;
             if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
-            dot_tile_accumulate<T>(panels.data() + q * d * MR + p0 * MR, b, len, acc);
+            dot_tile_accumulate<T>(panels + q * d * MR + p0 * MR, b, len, acc);
             if (!last) {
               tile_copy<T>(spill_j[q], acc);
               continue;
             }
-            tile_to_kernel<T>(acc, norms.data() + q * MR, cols.norms.data() + j0, gamma, distances_only);
+            tile_to_kernel<T>(acc, norms + q * MR, cols.norms.data() + j0, gamma, distances_only);
             fn(q, j0, acc);
           }
         }
@@ -214,11 +246,11 @@ void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   const int64_t n_blocks = (pb.nx + mc - 1) / mc;
 #pragma omp parallel
   {
-    RowBlock<T> block(mc, pb.d);
+    RowBlock<T> block(mc);
     AlignedBuffer<T> rowacc(fused ? mc * mv.k * W : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
-      block.pack(pb, b * mc, mc);
+      block.pack(pb, b * mc);
       if (fused) {
         std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
       } else {
@@ -256,11 +288,11 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
 #pragma omp parallel
   {
     T* mine = partial.data() + int64_t(omp_get_thread_num()) * k * ld;
-    RowBlock<T> block(mc, pb.d);
+    RowBlock<T> block(mc);
     AlignedBuffer<T> rowacc(mc * k * W);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
-      block.pack(pb, b * mc, mc);
+      block.pack(pb, b * mc);
       std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
       block.for_each_tile(
           cols, block.begin / NR * NR, cols.n_pad, [&](int64_t j0) { return below_diagonal(block, j0); }, pb.d,
@@ -308,8 +340,9 @@ void mirror_lower(T* out, int64_t n, int64_t ldo) {
 // writes partial cache lines across many rows, which the L2 evicts half done.
 constexpr int64_t kGramColumnBlock = 512;
 
+// rows: X packed already (or null: each block packs its rows).
 template <typename T>
-void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
+void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga, const PackedRows<T>* rows = nullptr) {
   constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, NV = TileShape<T>::NV, W = Simd<T>::W;
   static_assert(kGramColumnBlock % NR == 0, "column blocks hold whole panels");
   const PackedColumns<T> cols(pb.y, pb.ldy, pb.ny, pb.d);
@@ -318,11 +351,11 @@ void gram_tiles(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
   const int64_t n_blocks = (pb.nx + mc - 1) / mc;
 #pragma omp parallel
   {
-    RowBlock<T> block(mc, pb.d);
+    RowBlock<T> block(mc);
     AlignedBuffer<T> staged(round_up(mc, MR) * kGramColumnBlock);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks; ++b) {
-      block.pack(pb, b * mc, mc);
+      if (rows) block.view(*rows, pb, b * mc); else block.pack(pb, b * mc);
       const int64_t j_start = pb.symmetric ? block.begin / NR * NR : 0;
       for (int64_t jb = j_start; jb < cols.n_pad; jb += kGramColumnBlock) {
         const int64_t jb_end = std::min(cols.n_pad, jb + kGramColumnBlock);
@@ -387,7 +420,34 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
   }
 }
 
+// K(X, Y) for one X and many small Y: X is packed the first time Y has more
+// rows than the streaming path takes, and reused after.
+template <typename T>
+class FeatureGramImpl final : public FeatureGram<T> {
+ public:
+  explicit FeatureGramImpl(const RbfProblem<T>& x) : pb_(x) {}
+  void gram(const T* y, int64_t ldy, int64_t ny, T* out, int64_t ldo) override {
+    RbfProblem<T> p = pb_;
+    p.y = y;
+    p.ldy = ldy;
+    p.ny = ny;
+    const GramArgs<T> ga{out, ldo};
+    if (ny <= kMaxStreamedColumns) return gram_few_columns(p, ga);  // reads X in place
+    if (!rows_) rows_ = std::make_unique<PackedRows<T>>(p.x, p.ldx, p.nx, p.d);
+    gram_tiles(p, ga, rows_.get());
+  }
+
+ private:
+  RbfProblem<T> pb_;
+  std::unique_ptr<PackedRows<T>> rows_;
+};
+
 }  // namespace
+
+template <typename T>
+std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x) {
+  return std::make_unique<FeatureGramImpl<T>>(x);
+}
 
 template <typename T>
 void rbf_matvec(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
@@ -409,5 +469,7 @@ template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float
 template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);
 template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);
 template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);
+template std::unique_ptr<FeatureGram<float>> feature_gram<float>(const RbfProblem<float>&);
+template std::unique_ptr<FeatureGram<double>> feature_gram<double>(const RbfProblem<double>&);
 
 }  // namespace dlmsvdd::cpu::DLMSVDD_ISA_NS

@@ -1,5 +1,6 @@
 // RPCholesky on the CPU: the engine of common/rpcholesky_params.h's driver over
-// host memory. Kernel columns come from cpu::rbf_gram; the downdate of a round
+// host memory. Kernel columns come from cpu::feature_gram (X packed once for
+// all rounds) and cpu::rbf_gram (the candidates' block); the downdate of a round
 // is one OpenMP pass over the rows, fused with the triangular solve and the
 // residual update, in GCC vector code compiled for each instruction set
 // (target attributes) and chosen at run time like the RBF kernels.
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/params.h"
@@ -159,19 +161,20 @@ class CpuEngine {
       : p_(p),
         resid_(p.n, 1.0),  // the RBF kernel's diagonal
         xs_(std::min(p.block_size, p.rank) * p.d),
-        lpt_(p.rank * round_up(std::min(p.block_size, p.rank), kPanelPad<T>)) {}
+        lpt_(p.rank * round_up(std::min(p.block_size, p.rank), kPanelPad<T>)),
+        columns_(feature_gram(rpchol::gathered_gram<T>(p, p.x, p.ldx, p.n, nullptr, 0))) {}
 
   const double* residual() const { return resid_.data(); }
 
   void candidate_block(const int64_t* idx, int c, int64_t k, T* kcc, T* rows) {
     gather_features(idx, c);
-    gram_with_gathered(xs_.data(), p_.d, c, c, kcc, c);
+    gram_of_gathered(c, kcc, c);
     gather_factor_rows(idx, c, k, rows);
   }
 
   void add_columns(const int64_t* idx, int a, int64_t k, const T* rt) {
     gather_features(idx, a);
-    gram_with_gathered(p_.x, p_.ldx, p_.n, a, p_.l + k, p_.ldl);  // K(X, pivots) into L[:, k:k+a]
+    columns_->gram(xs_.data(), p_.d, a, p_.l + k, p_.ldl);  // K(X, pivots) into L[:, k:k+a]
     const int64_t ldlpt = round_up(a, kPanelPad<T>);
     for (int64_t e = 0; e < k; ++e) {
       T* dst = lpt_.data() + e * ldlpt;
@@ -203,14 +206,15 @@ class CpuEngine {
   void gather_factor_rows(const int64_t* idx, int count, int64_t k, T* out) const {
     for (int j = 0; j < count; ++j) std::copy_n(p_.l + idx[j] * p_.ldl, k, out + j * k);
   }
-  // out (nx x ny, row stride ldo) = K(rows of x, the first ny gathered rows).
-  void gram_with_gathered(const T* x, int64_t ldx, int64_t nx, int64_t ny, T* out, int64_t ldo) const {
-    rbf_gram(rpchol::gathered_gram(p_, x, ldx, nx, xs_.data(), ny), GramArgs<T>{out, ldo});
+  // out (ny x ny, row stride ldo) = K(the first ny gathered rows, themselves).
+  void gram_of_gathered(int64_t ny, T* out, int64_t ldo) const {
+    rbf_gram(rpchol::gathered_gram(p_, xs_.data(), p_.d, ny, xs_.data(), ny), GramArgs<T>{out, ldo});
   }
 
   RpcholeskyProblem<T> p_;
   std::vector<double> resid_;
   std::vector<T> xs_, lpt_;  // gathered features; the pivots' factor rows, transposed
+  std::unique_ptr<FeatureGram<T>> columns_;  // K(X, pivots), X packed once for all rounds
 };
 
 }  // namespace

@@ -74,6 +74,45 @@ __device__ __forceinline__ int swapped_slot(int lane, int warp, int k) {
          (k >> kFwhtWarpBits) << (kFwhtLaneBits + 2 * kFwhtWarpBits);
 }
 
+// The levels of tile-index bits below `levels` of one tile in registers:
+// thread t = lane + 32 warp holds the tile's elements t + 256 k in v[k].
+// `staged` is the block's shared tile; every thread of the block calls this
+// with the same `levels` (it syncs). Also the feature maps' transform
+// (cuda/feature_map_kernels.cuh).
+template <typename T>
+__device__ __forceinline__ void tile_levels(T (&v)[kFwhtPerThread], int levels, T* staged) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  // Bits 8-11: register k is bits 8-11 of the tile index.
+  register_levels<kFwhtRegBits>(v, levels - (kFwhtLaneBits + kFwhtWarpBits));
+  // Bits 0-4: the partner is lane ^ 2^b; the first of a pair keeps the sum.
+  DLMSVDD_UNROLL
+  for (int b = 0; b < kFwhtLaneBits; ++b) {
+    if (b >= levels) break;
+    const bool second = lane & (1 << b);
+    DLMSVDD_UNROLL
+    for (int k = 0; k < kFwhtPerThread; ++k) {
+      const T other = __shfl_xor_sync(0xffffffffu, v[k], 1 << b);
+      v[k] = second ? other - v[k] : v[k] + other;
+    }
+  }
+  // Bits 5-7.
+  if (levels > kFwhtLaneBits) {
+    // Lanes touch consecutive words in both layouts: no bank conflicts.
+    __syncthreads();  // earlier reads of `staged` (a previous tile's) are done
+    DLMSVDD_UNROLL
+    for (int k = 0; k < kFwhtPerThread; ++k) staged[t + k * kFwhtThreads] = v[k];
+    __syncthreads();
+    DLMSVDD_UNROLL
+    for (int k = 0; k < kFwhtPerThread; ++k) v[k] = staged[swapped_slot(lane, warp, k)];
+    register_levels<kFwhtWarpBits>(v, levels - kFwhtLaneBits);
+    DLMSVDD_UNROLL
+    for (int k = 0; k < kFwhtPerThread; ++k) staged[swapped_slot(lane, warp, k)] = v[k];
+    __syncthreads();
+    DLMSVDD_UNROLL
+    for (int k = 0; k < kFwhtPerThread; ++k) v[k] = staged[t + k * kFwhtThreads];
+  }
+}
+
 // The levels of tile-index bits below `levels` (= min(n, 12)) of every tile;
 // out = x on the elements, times `scale` (the normalisation, or 1 when a second
 // kernel follows). In place when out is x: a thread writes only what it read.
@@ -81,7 +120,7 @@ template <typename T>
 __global__ void __launch_bounds__(kFwhtThreads, kFwhtMinBlocksPerSm<T>)
     fwht_tile_kernel(FwhtArgs<T> a, int row_bits, int levels, T scale) {
   __shared__ T staged[kFwhtTile];
-  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int t = threadIdx.x;
   const int64_t total = a.rows << row_bits, col_mask = (int64_t(1) << row_bits) - 1;
   const int64_t tiles = (total + kFwhtTile - 1) >> kFwhtTileBits;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -92,35 +131,7 @@ __global__ void __launch_bounds__(kFwhtThreads, kFwhtMinBlocksPerSm<T>)
       const int64_t f = first + t + k * kFwhtThreads;  // flat index: row f >> n, column f & (L - 1)
       v[k] = f < total ? a.x[(f >> row_bits) * a.ldx + (f & col_mask)] : T(0);
     }
-    // Bits 8-11: register k is bits 8-11 of the tile index.
-    register_levels<kFwhtRegBits>(v, levels - (kFwhtLaneBits + kFwhtWarpBits));
-    // Bits 0-4: the partner is lane ^ 2^b; the first of a pair keeps the sum.
-    DLMSVDD_UNROLL
-    for (int b = 0; b < kFwhtLaneBits; ++b) {
-      if (b >= levels) break;
-      const bool second = lane & (1 << b);
-      DLMSVDD_UNROLL
-      for (int k = 0; k < kFwhtPerThread; ++k) {
-        const T other = __shfl_xor_sync(0xffffffffu, v[k], 1 << b);
-        v[k] = second ? other - v[k] : v[k] + other;
-      }
-    }
-    // Bits 5-7 (levels is the same for the whole block, so all threads sync).
-    if (levels > kFwhtLaneBits) {
-      // Lanes touch consecutive words in both layouts: no bank conflicts.
-      __syncthreads();  // the previous tile's last reads of `staged` are done
-      DLMSVDD_UNROLL
-      for (int k = 0; k < kFwhtPerThread; ++k) staged[t + k * kFwhtThreads] = v[k];
-      __syncthreads();
-      DLMSVDD_UNROLL
-      for (int k = 0; k < kFwhtPerThread; ++k) v[k] = staged[swapped_slot(lane, warp, k)];
-      register_levels<kFwhtWarpBits>(v, levels - kFwhtLaneBits);
-      DLMSVDD_UNROLL
-      for (int k = 0; k < kFwhtPerThread; ++k) staged[swapped_slot(lane, warp, k)] = v[k];
-      __syncthreads();
-      DLMSVDD_UNROLL
-      for (int k = 0; k < kFwhtPerThread; ++k) v[k] = staged[t + k * kFwhtThreads];
-    }
+    tile_levels(v, levels, staged);
     DLMSVDD_UNROLL
     for (int k = 0; k < kFwhtPerThread; ++k) {
       const int64_t f = first + t + k * kFwhtThreads;

@@ -29,23 +29,52 @@ def _rel_error(Z, K):
 
 
 def test_structured_maps_against_dense_rff(benchmark, features):
-    """SORF / Fastfood feature maps at m = 4096 against scikit-learn's RBFSampler and a torch RFF."""
+    """SORF / Fastfood feature maps at m = 4096 (the fused compiled map, as
+    transform runs without gradients) against scikit-learn's RBFSampler and a
+    torch RFF (x @ Omega^T, then cos), timed interleaved in this process, at
+    equal approximation error: the relative Frobenius error of Z Z^T on 1000 of
+    the points (mean of 3 seeds) is measured for each; where a structured map's
+    error is larger than a baseline's, that baseline is also timed at the
+    smaller m that gives the same error (error ~ m^(-1/2); its measured error
+    is printed), and the speed-up is taken against it."""
     X, gamma = features
-    m = 4096
-    maps = {name: kernels.make(name, gamma, m, random_state=0).fit(X[:10]) for name in ("sorf", "fastfood", "rff")}
-    sampler = RBFSampler(gamma=gamma, n_components=m, random_state=0).fit(X[:10].numpy())
-    Xn = X.numpy()
+    m, seeds = 4096, range(3)
+    sub = X[:1000]
+    K = ops.rbf_gram(sub.double(), None, gamma)
+
+    def fitted(name, mm, seed=0):
+        if name == "sklearn_rbfsampler":
+            return RBFSampler(gamma=gamma, n_components=mm, random_state=seed).fit(X[:10].numpy())
+        return kernels.make(name, gamma, mm, random_state=seed).fit(X[:10])
+
+    def features_of(f, x):
+        return f.transform(x.numpy()) if isinstance(f, RBFSampler) else f.transform(x)
+
+    def error(name, mm):
+        return float(np.mean([_rel_error(features_of(fitted(name, mm, s), sub), K) for s in seeds]))
+
+    structured, baselines = ("sorf", "fastfood"), ("rff", "sklearn_rbfsampler")
     with torch.no_grad():
-        t = time_interleaved({**{k: (lambda b=b: b.transform(X)) for k, b in maps.items()},
-                              "sklearn_rbfsampler": lambda: sampler.transform(Xn)}, 3)
-        sub = X[:1000]
-        K = ops.rbf_gram(sub.double(), None, gamma)
-        err = {k: _rel_error(b.transform(sub), K) for k, b in maps.items()}
-        err["sklearn_rbfsampler"] = _rel_error(sampler.transform(sub.numpy()), K)
-    ratios = {f"{k}_vs_{base}": t[base] / t[k] for k in ("sorf", "fastfood") for base in ("rff", "sklearn_rbfsampler")}
-    benchmark.extra_info.update({**{f"s_{k}": v for k, v in t.items()}, **{f"err_{k}": v for k, v in err.items()}, **ratios})
-    print("\nfeature maps, 6000 x 2048 -> 4096:", {k: f"{v:.3f}s (err {err[k]:.4f})" for k, v in t.items()},
-          {k: f"{v:.2f}x" for k, v in ratios.items()})
+        runs = {(name, m): error(name, m) for name in structured + baselines}
+        against = {}
+        for s in structured:
+            for base in baselines:
+                mm = m if runs[s, m] <= runs[base, m] else round(m * (runs[base, m] / runs[s, m]) ** 2)
+                if (base, mm) not in runs:
+                    runs[base, mm] = error(base, mm)
+                against[s, base] = (base, mm)
+        maps = {key: fitted(*key) for key in runs}
+        t = time_interleaved({key: (lambda f=f: features_of(f, X)) for key, f in maps.items()}, 7)
+    ratios = {f"{s}_vs_{base}": t[against[s, base]] / t[s, m] for s, base in against}
+    label = {key: f"{key[0]}_m{key[1]}" for key in runs}
+    benchmark.extra_info.update({**{f"s_{label[k]}": v for k, v in t.items()},
+                                 **{f"err_{label[k]}": v for k, v in runs.items()}, **ratios,
+                                 **{f"{s}_vs_{base}_at_m": against[s, base][1] for s, base in against}})
+    print(f"\nfeature maps, {N} x {D} float32 (median of 7 interleaved rounds; error: mean of 3 seeds):")
+    for key in runs:
+        print(f"  {key[0]:>18} m={key[1]:<5}: {1e3 * t[key]:8.1f} ms   rel. Frobenius error of Z Z^T {runs[key]:.4f}")
+    print("  speed-ups at equal error: " + ", ".join(
+        f"{s} vs {base} (m={against[s, base][1]}) {ratios[f'{s}_vs_{base}']:.1f}x" for s, base in against))
     benchmark.pedantic(lambda: None, rounds=1)
 
 
