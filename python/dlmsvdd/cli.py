@@ -172,6 +172,19 @@ def _score(args) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    from .sweep import Sweep, run_sweep
+
+    records = run_sweep(Sweep.from_yaml(args.grid), args.output, engine=args.engine, workers=args.workers,
+                        progress=args.verbose > 0)
+    status = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "missing")}
+    print(f"sweep {args.output}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
+    for r in records:
+        if r["status"] == "failed":
+            print(f"  failed: {r['task']}: {r['error']}")
+    return 0 if status["failed"] == 0 else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,6 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", metavar="YAML", help="configuration file; flags override it")
     _add_train_flags(t)
     t.set_defaults(func=_train)
+
+    w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
+    w.add_argument("grid", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
+    w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
+    w.add_argument("--engine", default="local", help="local (default)")
+    w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
+    w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
+    w.set_defaults(func=_sweep)
 
     for name, text in (("evaluate", "metrics of a trained model on a split of its task"),
                        ("score", "per-sample dissimilarity and prediction as CSV")):
