@@ -181,17 +181,7 @@ class CpuEngine {
       for (int j = 0; j < a; ++j) dst[j] = p_.l[idx[j] * p_.ldl + e];
       std::fill(dst + a, dst + ldlpt, T(0));
     }
-    ColumnPass<T> c;
-    c.l = p_.l;
-    c.ldl = p_.ldl;
-    c.n = p_.n;
-    c.k = k;
-    c.a = a;
-    c.lpt = lpt_.data();
-    c.ldlpt = ldlpt;
-    c.rt = rt;
-    c.resid = resid_.data();
-    column_pass(c);
+    column_pass(ColumnPass<T>{p_.l, p_.ldl, p_.n, k, a, lpt_.data(), ldlpt, rt, resid_.data()});
   }
 
   void zero_residual(const int64_t* idx, int count) {

@@ -152,16 +152,7 @@ class DeviceRpEngine {
     gram_with_gathered(p_.x, p_.ldx, p_.n, a, p_.l + k, p_.ldl);  // K(X, pivots) into L[:, k:k+a]
     gather(p_.l, p_.ldl, a, k, lp_, 1, a);  // transposed: k x a
     copy_to_device(rt_, rt, size_t(a) * a * sizeof(T), stream_);
-    ColumnPass<T> c;
-    c.l = p_.l;
-    c.ldl = p_.ldl;
-    c.n = p_.n;
-    c.k = k;
-    c.a = a;
-    c.lpt = lp_;
-    c.ldlpt = a;
-    c.rt = rt_;
-    c.resid = resid_;
+    const ColumnPass<T> c{p_.l, p_.ldl, p_.n, k, a, lp_, a, rt_, resid_};
     launch(column_pass_kernel<T>, dim3(grid_blocks(p_.n, kThreads)), dim3(kThreads), 0, stream_, c);
   }
 

@@ -111,7 +111,7 @@ def demo_config(args):
 def _demo(args) -> int:
     from dlmsvdd_ext import LpSVDD
 
-    from . import metrics, run
+    from . import metrics, run, studies
 
     cfg = demo_config(args)
     print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
@@ -121,10 +121,9 @@ def _demo(args) -> int:
     if cfg.data != "digits":
         return 0
     task = run.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
-    pixels = lambda ds: ds.pool.images[ds.split.indices].flatten(1).double()  # noqa: E731
-    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(pixels(task.train), task.train.targets)
-    print(f"for comparison, LpSVDD on raw pixels: test AUROC "
-          f"{metrics.auroc(task.test.targets, baseline.dissimilarity(pixels(task.test)).numpy()):.4f}")
+    X_test, t_test = studies.pixels(task.test)
+    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(*studies.pixels(task.train))
+    print(f"for comparison, LpSVDD on raw pixels: test AUROC {metrics.auroc(t_test, baseline.dissimilarity(X_test)):.4f}")
     return 0
 
 
@@ -137,7 +136,7 @@ def _evaluate(args) -> int:
         cfg.root = args.root
     task = run.build_task(cfg)
     split = getattr(task, args.split)
-    f, targets = model._scores(split)
+    f, targets = model.scores(split)
     result = {"split": args.split, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
     print(json.dumps(result, indent=2))
     if args.json:
@@ -149,7 +148,7 @@ def _score(args) -> int:
     import numpy as np
     import torch
 
-    from . import run
+    from . import metrics, run
 
     model = run.load_model(args.run)
     if args.npy:
@@ -161,9 +160,9 @@ def _score(args) -> int:
         cfg = model.config
         if args.root:
             cfg.root = args.root
-        f, targets = model._scores(getattr(run.build_task(cfg), args.split))
+        f, targets = model.scores(getattr(run.build_task(cfg), args.split))
     lines = ["index,target,dissimilarity,prediction"] + [
-        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, np.where(f >= model.threshold_, -1, 1)))]
+        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, metrics.predict(f, model.threshold_)))]
     text = "\n".join(lines) + "\n"
     if args.output:
         Path(args.output).write_text(text)

@@ -59,11 +59,12 @@ def _missing(name: str, root, expected: str) -> ValueError:
     return ValueError(f"{name}: no data at {root!r}; expected {expected} (nothing is downloaded: put the files there)")
 
 
-def _split_pool(n_or_labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _split_pool(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified, seeded train/test pools of a data set that ships without a test split."""
     from sklearn.model_selection import train_test_split
 
-    return tuple(np.sort(part) for part in train_test_split(np.arange(len(n_or_labels)), test_size=test_fraction,
-                                                              stratify=n_or_labels, random_state=seed))
+    return tuple(np.sort(part) for part in train_test_split(np.arange(len(labels)), test_size=test_fraction,
+                                                              stratify=labels, random_state=seed))
 
 
 def digits(test_fraction: float = 0.3, seed: int = 0) -> Source:

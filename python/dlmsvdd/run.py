@@ -44,7 +44,7 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path]:
         start = time.perf_counter()
         model = DLMSVDD(cfg).fit(task.train, task.val)
         seconds = time.perf_counter() - start
-        f_test, t_test = model._scores(task.test)
+        f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
                   "seconds": seconds, "timing": reports.timing_summary(model.history_), "task": task.summary(),

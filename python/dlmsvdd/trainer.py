@@ -119,7 +119,7 @@ class DLMSVDD:
                "fw_gap": [float(g) for g in gaps], "b_normal": svdd.b_normal_, "b_anomaly": svdd.b_anomaly_,
                "seconds_features": t_features - start, "seconds_alpha": t_alpha - t_features}
         if val is not None:
-            f_val, t_val = self._scores(val)
+            f_val, t_val = self.scores(val)
             if metrics.has_both_classes(t_val):
                 threshold = metrics.best_threshold(t_val, f_val)
                 row.update(val_auroc=metrics.auroc(t_val, f_val),
@@ -151,7 +151,8 @@ class DLMSVDD:
             raise ValueError("the training set is empty")
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
-        self.network_ = self._build_network(example.shape[0])
+        self.in_channels_ = example.shape[0]
+        self.network_ = self._build_network(self.in_channels_)
         if cfg.frozen:
             self.network_.requires_grad_(False)
         n_train = len(train)
@@ -163,9 +164,6 @@ class DLMSVDD:
                             solver=cfg.solver, max_iter=cfg.fw_max_iter, tol=cfg.fw_tol, random_state=cfg.seed,
                             warm_start=True)
         gamma_for = self._gamma_strategy()
-        selecting = val is not None and metrics.has_both_classes(self._targets(val))
-        if val is not None and not selecting:
-            log.warning("the validation set has a single class: keeping the last epoch")
         optimizer = None if cfg.frozen else torch.optim.Adam(
             self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         augmented = train.augmented() if hasattr(train, "augmented") else train
@@ -175,7 +173,8 @@ class DLMSVDD:
         bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=cfg.verbose < 1)
         for epoch in bar:
             row = {"epoch": epoch, **self._evaluate_epoch(train, val, gamma_for)}
-            key = row.get(f"val_{cfg.selection}", -np.inf) if selecting else epoch
+            # without both classes in validation there is no metric: the last epoch is kept
+            key = row.get(f"val_{cfg.selection}", epoch)
             if key >= best[0]:  # ties go to the later, more trained epoch (small validation sets tie often)
                 best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:
@@ -215,7 +214,7 @@ class DLMSVDD:
         feats, targets = self._features(train)
         self._solve(feats, targets, gamma_for(feats))
         self.svdd_.set_params(warm_start=True)
-        f_val, t_val = self._scores(val) if val is not None else (None, None)
+        f_val, t_val = self.scores(val) if val is not None else (None, None)
         if val is not None and metrics.has_both_classes(t_val):
             self.threshold_ = metrics.best_threshold(t_val, f_val)
         else:  # no anomalies to calibrate on: the sphere's radius
@@ -223,20 +222,14 @@ class DLMSVDD:
 
     # ---- scoring
 
-    @staticmethod
-    def _targets(data: Dataset) -> np.ndarray:
-        if hasattr(data, "targets"):
-            return np.asarray(data.targets)
-        return np.asarray([int(data[i][1]) for i in range(len(data))])
-
-    def _scores(self, data) -> tuple[np.ndarray, np.ndarray]:
+    def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
         """f(x) and the targets of a dataset (or a tensor of images) in one pass."""
         feats, targets = self._features(data)
         return self.svdd_.dissimilarity(feats).cpu().numpy(), targets
 
     def dissimilarity(self, data) -> np.ndarray:
         """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
-        return self._scores(data)[0]
+        return self.scores(data)[0]
 
     def score_samples(self, data) -> np.ndarray:
         """-f(x): higher = more normal (scikit-learn's convention)."""
@@ -248,22 +241,17 @@ class DLMSVDD:
 
     def evaluate(self, data) -> dict:
         """AUROC and balanced accuracy (at the validation threshold) on a labelled dataset."""
-        f, targets = self._scores(data)
+        f, targets = self.scores(data)
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
 
     # ---- checkpoints
 
     def save(self, path) -> None:
         """Weights, boundary, threshold, config, history and package versions."""
-        torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels,
+        torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels_,
                     "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
                     "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
                     "versions": versions()}, path)
-
-    @property
-    def in_channels(self) -> int:
-        first = next(m for m in self.network_.modules() if isinstance(m, nn.Conv2d))
-        return first.in_channels
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
@@ -279,7 +267,8 @@ class DLMSVDD:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
-        model.network_ = model._build_network(state["in_channels"])
+        model.in_channels_ = state["in_channels"]
+        model.network_ = model._build_network(model.in_channels_)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
