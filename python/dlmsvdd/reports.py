@@ -89,7 +89,11 @@ def plot_roc(targets, scores, path: Path, title: str = "") -> None:
     plt.close(fig)
 
 
+TIMED_STEPS = ("seconds_features", "seconds_alpha", "seconds_build", "seconds_solve", "seconds_omega")
+
+
 def timing_summary(history: list[dict]) -> dict:
-    """Mean seconds per epoch of the feature pass, alpha-step and omega-step."""
+    """Mean seconds per epoch of the feature pass, the alpha-step (and its two
+    parts: kernel build, dual solve) and the omega-step."""
     return {f"mean_{k}": float(np.mean([row[k] for row in history if k in row]))
-            for k in ("seconds_features", "seconds_alpha", "seconds_omega") if any(k in row for row in history)}
+            for k in TIMED_STEPS if any(k in row for row in history)}

@@ -47,7 +47,8 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path]:
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
-                  "seconds": seconds, "timing": reports.timing_summary(model.history_), "task": task.summary(),
+                  "seconds": seconds, "timing": reports.timing_summary(model.history_),
+                  "alpha_step": model.measure_alpha_step(task.train), "task": task.summary(),
                   "device": str(model.device), "versions": versions()}
         reports.write_json(folder / "metrics.json", result)
         reports.write_json(folder / "history.json", model.history_)

@@ -10,6 +10,7 @@ import platform
 import time
 
 import numpy as np
+import sklearn.base
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,7 +20,7 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD, ops
 
-from . import __version__, metrics
+from . import __version__, memory, metrics
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
@@ -117,7 +118,8 @@ class DLMSVDD:
         gaps = svdd.history_.get("gap", [])
         row = {"gamma": gamma, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
                "fw_gap": [float(g) for g in gaps], "b_normal": svdd.b_normal_, "b_anomaly": svdd.b_anomaly_,
-               "seconds_features": t_features - start, "seconds_alpha": t_alpha - t_features}
+               "seconds_features": t_features - start, "seconds_alpha": t_alpha - t_features,
+               "seconds_build": svdd.build_seconds_, "seconds_solve": svdd.solve_seconds_}
         if val is not None:
             f_val, t_val = self.scores(val)
             if metrics.has_both_classes(t_val):
@@ -219,6 +221,21 @@ class DLMSVDD:
             self.threshold_ = metrics.best_threshold(t_val, f_val)
         else:  # no anomalies to calibrate on: the sphere's radius
             self.threshold_ = float(self.svdd_.r2_)
+
+    def measure_alpha_step(self, train: Dataset) -> dict:
+        """One more alpha-step on the trained network's features, from scratch and
+        under a peak-memory probe (``dlmsvdd.memory``): its build and solve seconds
+        and the peak bytes above the features. A separate pass, so the probe's
+        overhead touches neither training nor the model's boundary."""
+        feats, targets = self._features(train)
+        svdd = sklearn.base.clone(self.svdd_).set_params(warm_start=False)
+        with memory.peak(self.device) as probe:
+            svdd.fit(feats, targets)
+        factor = getattr(svdd.backend_, "Z_", None)
+        return {"build_seconds": svdd.build_seconds_, "solve_seconds": svdd.solve_seconds_,
+                "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": feats.shape[0],
+                "n_features": feats.shape[1], "rank": None if factor is None else factor.shape[1],
+                "full_kernel_bytes": feats.shape[0] ** 2 * feats.element_size()}
 
     # ---- scoring
 

@@ -1,0 +1,73 @@
+"""Peak memory of a block of torch work, in bytes above what was allocated before it.
+
+* CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``,
+  minus the memory allocated when the block starts.
+* CPU: torch keeps no peak statistic for host memory, so the peak is rebuilt
+  from the profiler's memory events: every allocation (+bytes) and free
+  (-bytes) torch makes inside the block, in time order, and the running sum's
+  maximum. It counts torch allocations only: the compiled kernels' small
+  internal scratch and numpy temporaries are not seen; nor are frees of memory
+  allocated before the block (the profiler does not know their size), so on
+  CPU it is the peak of the block's own allocations. Starting the profiler
+  costs about a second once per process, so measure once per run, not per epoch.
+
+    with memory.peak(device) as probe:
+        model.fit(X, y)
+    probe.bytes
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class PeakMemory:
+    bytes: int = 0
+    method: str = ""  # how it was measured (recorded with the number)
+
+
+def peak_from_events(events) -> int:
+    """The running maximum of the allocated bytes, from (start_ns, nbytes) pairs
+    (nbytes < 0 for a free); 0 when nothing stays allocated above the start."""
+    current = peak = 0
+    for _, nbytes in sorted(events, key=lambda e: e[0]):
+        current += nbytes
+        peak = max(peak, current)
+    return peak
+
+
+@contextmanager
+def _cpu_peak(probe: PeakMemory):
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        yield
+    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    probe.bytes = peak_from_events(events)
+    probe.method = "torch profiler memory events (CPU, torch allocations)"
+
+
+@contextmanager
+def _cuda_peak(probe: PeakMemory, device: torch.device):
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    yield
+    torch.cuda.synchronize(device)
+    probe.bytes = max(0, torch.cuda.max_memory_allocated(device) - before)
+    probe.method = "torch.cuda.max_memory_allocated"
+
+
+@contextmanager
+def peak(device="cpu"):
+    """Measures the block; the yielded probe holds ``bytes`` and ``method`` afterwards."""
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"peak memory is measured on cpu or cuda devices, got {device}")
+    probe = PeakMemory()
+    with (_cuda_peak(probe, device) if device.type == "cuda" else _cpu_peak(probe)):
+        yield probe

@@ -1,0 +1,51 @@
+"""Peak memory of a block of torch work, against hand-counted allocations."""
+
+import pytest
+import torch
+
+from dlmsvdd import memory
+
+
+def test_peak_from_events_is_the_running_maximum_in_time_order():
+    # (start_ns, bytes): +100 at t=1, +50 at t=2, -100 at t=3, +70 at t=4 (given out of order)
+    events = [(4, 70), (1, 100), (3, -100), (2, 50)]
+    assert memory.peak_from_events(events) == 150  # 100, 150, 50, 120
+    assert memory.peak_from_events([]) == 0
+    assert memory.peak_from_events([(1, -10), (2, 5)]) == 0  # below the start: nothing above it
+
+
+def test_cpu_peak_counts_the_torch_allocations_of_the_block():
+    kept = torch.empty(300, 1000)  # allocated before: not counted
+    with memory.peak("cpu") as probe:
+        a = torch.empty(1000, 1000)  # 4,000,000 bytes
+        b = torch.empty(500, 1000)  # + 2,000,000 = 6,000,000, the peak
+        del a
+        c = torch.empty(250, 1000)  # 3,000,000 now
+    assert probe.bytes == 6_000_000
+    assert "profiler" in probe.method
+    del b, c
+
+    # The profiler does not see the free of a block allocated before it started
+    # (torch warns so): on CPU the peak is that of the block's own allocations.
+    with memory.peak("cpu") as probe:
+        del kept
+        d = torch.empty(100, 1000)
+    assert probe.bytes == 400_000
+    del d
+
+
+def test_bad_device_is_refused():
+    with pytest.raises(ValueError, match="cpu or cuda"):
+        with memory.peak("meta"):
+            pass
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_peak_counts_the_block_above_what_was_allocated():
+    kept = torch.empty(1 << 20, device="cuda")
+    with memory.peak("cuda") as probe:
+        a = torch.empty(1 << 20, dtype=torch.float64, device="cuda")  # 8 MiB
+        del a
+        b = torch.empty(1 << 19, device="cuda")  # 2 MiB
+    assert probe.bytes == 8 << 20
+    del kept, b
