@@ -171,17 +171,69 @@ def _score(args) -> int:
     return 0
 
 
-def _sweep(args) -> int:
-    from .sweep import Sweep, run_sweep
+def _preset(args):
+    """The sweep the arguments name: a grid file or a preset, with --digits and --set applied."""
+    from . import presets
+    from .sweep import Sweep
 
-    records = run_sweep(Sweep.from_yaml(args.grid), args.output, engine=args.engine, workers=args.workers,
-                        progress=args.verbose > 0)
+    overrides = dict(presets.parse_assignment(text) for text in args.set or [])
+    if args.preset is not None:
+        if getattr(args, "grid", None):
+            raise ValueError("give a grid file or --preset, not both")
+        return presets.load(args.preset, digits=args.digits, overrides=overrides)
+    if not getattr(args, "grid", None):
+        raise ValueError("give a grid file or --preset NAME (dlmsvdd presets lists them)")
+    if args.digits:
+        raise ValueError("--digits applies to presets; use --set with a grid file")
+    return presets.Preset.from_sweep(Sweep.from_yaml(args.grid), Path(args.grid).stem).override(overrides)
+
+
+def _sweep(args) -> int:
+    records = _preset(args).run(args.output, engine=args.engine, workers=args.workers, progress=args.verbose > 0)
     status = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "missing")}
     print(f"sweep {args.output}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
     for r in records:
         if r["status"] == "failed":
             print(f"  failed: {r['task']}: {r['error']}")
     return 0 if status["failed"] == 0 else 1
+
+
+def _add_preset_flags(parser: argparse.ArgumentParser, *preset_flag: str) -> None:
+    if preset_flag:
+        parser.add_argument(*preset_flag, metavar="NAME", help="a preset sweep (dlmsvdd presets lists them) or "
+                            "a preset YAML file, instead of a grid file")
+    parser.add_argument("--digits", action="store_true", help="the preset's small version on the embedded digits")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="override, repeatable; the value is YAML: a list sets a grid axis "
+                             "(--set normal_class=[0,1]), a single value a base value (--set epochs=5)")
+
+
+def _presets(args) -> int:
+    import yaml
+
+    from . import presets
+
+    if args.preset is None:
+        for name in presets.names():
+            preset = presets.load(name)
+            print(f"{name} ({len(preset.tasks())} tasks; --digits: {len(presets.load(name, digits=True).tasks())})"
+                  f"\n    {preset.description}")
+        return 0
+    preset = _preset(args)
+    print(yaml.safe_dump(preset.to_dict(), sort_keys=False, width=100), end="")
+    print(f"# {len(preset.tasks())} tasks, e.g. {preset.tasks()[0][0]}")
+    return 0
+
+
+def _report(args) -> int:
+    from .sweep_report import write_report
+
+    keys = [k.strip() for k in args.method.split(",") if k.strip()] if args.method is not None else None
+    written = write_report(args.folder, args.output, keys)
+    report = next(p for p in written if p.name == "report.md")
+    print(report.read_text())
+    print("written: " + ", ".join(str(p) for p in written))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,12 +256,24 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_train)
 
     w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
-    w.add_argument("grid", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
+    w.add_argument("grid", nargs="?", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
+    _add_preset_flags(w, "--preset")
     w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
     w.add_argument("--engine", default="local", help="local (default)")
     w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
+
+    p = sub.add_parser("presets", help="list the preset sweeps, or show one resolved (a dry run)")
+    p.add_argument("preset", nargs="?", help="a preset name or preset YAML file to show")
+    _add_preset_flags(p)
+    p.set_defaults(func=_presets)
+
+    r = sub.add_parser("report", help="tables (CSV, Markdown) and plots of a finished sweep folder")
+    r.add_argument("folder", help="the sweep folder (one sub-folder per task, each with result.json)")
+    r.add_argument("--output", help="write here (default: the sweep folder)")
+    r.add_argument("--method", help="config fields that name a method, comma-separated (default: those that vary)")
+    r.set_defaults(func=_report)
 
     for name, text in (("evaluate", "metrics of a trained model on a split of its task"),
                        ("score", "per-sample dissimilarity and prediction as CSV")):

@@ -1,0 +1,123 @@
+"""The paper's experiments and ablations as named sweeps (``presets/<name>.yaml``).
+
+A preset is a sweep whose grid may be a union of parts: ``base`` (config
+values), ``grid`` (axes shared by every part) and ``parts`` (each adds its own
+axes; e.g. the exact kernel once, the approximations at every budget m). Its
+``digits`` section, on top of the shared ``DIGITS`` values, makes it run on the
+embedded digits data at a small size.
+
+Overrides (``--set key=value`` on the command line) are parsed as YAML: a list
+replaces that axis wherever it is (the shared grid or a part), or adds it to
+the shared grid; a single value goes to ``base`` and removes the axis.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from .sweep import Sweep, collect, run_sweep
+
+# What every preset changes to run on digits: the small CNN from scratch, as the demo.
+DIGITS = {"data": "digits", "root": None, "backbone": "small_cnn", "weights": None, "image_size": None,
+          "lr": 1e-3, "batch_size": 64, "epochs": 10}
+SECTIONS = {"description", "base", "grid", "parts", "digits"}
+
+
+@dataclass
+class Preset:
+    name: str
+    description: str = ""
+    base: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)
+    parts: list = field(default_factory=lambda: [{}])
+
+    def __post_init__(self):
+        self.sweeps()  # checks every configuration now, before anything runs
+        names = [name for name, _ in self.tasks()]
+        if len(names) != len(set(names)):
+            raise ValueError(f"preset {self.name!r}: two parts give the same task; make the parts disjoint")
+
+    def sweeps(self) -> list[Sweep]:
+        return [Sweep(self.base, {**self.grid, **part}) for part in self.parts]
+
+    def tasks(self) -> list[tuple[str, dict]]:
+        return [task for sweep in self.sweeps() for task in sweep.tasks()]
+
+    def override(self, values: dict) -> "Preset":
+        """A copy with ``values`` applied (lists: axes; single values: base)."""
+        base, grid, parts = copy.deepcopy(self.base), copy.deepcopy(self.grid), copy.deepcopy(self.parts)
+        for key, value in values.items():
+            if isinstance(value, (list, tuple)):
+                holders = [axes for axes in [grid, *parts] if key in axes] or [grid]
+                for axes in holders:
+                    axes[key] = list(value)
+                base.pop(key, None)
+            else:
+                base[key] = value
+                for axes in [grid, *parts]:
+                    axes.pop(key, None)
+        return Preset(self.name, self.description, base, grid, parts)
+
+    def to_dict(self) -> dict:
+        return {"description": self.description, "base": self.base, "grid": self.grid, "parts": self.parts}
+
+    def run(self, folder, **options) -> list[dict]:
+        """Runs every part into ``folder`` (``run_sweep``'s options); writes the
+        resolved preset to ``folder/preset.yaml``; returns every task's record."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "preset.yaml").write_text(yaml.safe_dump({"name": self.name, **self.to_dict()}, sort_keys=False))
+        return [record for sweep in self.sweeps() for record in run_sweep(sweep, folder, **options)]
+
+    def collect(self, folder) -> list[dict]:
+        return [record for sweep in self.sweeps() for record in collect(sweep, folder)]
+
+    @classmethod
+    def from_sweep(cls, sweep: Sweep, name: str = "sweep") -> "Preset":
+        return cls(name, base=dict(sweep.base), grid=dict(sweep.grid))
+
+
+def _folder():
+    return resources.files("dlmsvdd") / "presets"
+
+
+def names() -> list[str]:
+    return sorted(p.name[:-5] for p in _folder().iterdir() if p.name.endswith(".yaml"))
+
+
+def _spec(name: str) -> tuple[str, dict]:
+    if name in names():
+        return name, yaml.safe_load((_folder() / f"{name}.yaml").read_text())
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        return path.stem, yaml.safe_load(path.read_text())
+    raise ValueError(f"unknown preset {name!r}; choose one of {names()} or give a preset YAML file")
+
+
+def load(name: str, digits: bool = False, overrides: dict | None = None) -> Preset:
+    """The preset called ``name`` (or a preset YAML file); ``digits``: its small
+    digits version; ``overrides``: as ``--set``, applied last."""
+    name, spec = _spec(name)
+    if not isinstance(spec, dict) or set(spec) - SECTIONS:
+        raise ValueError(f"preset {name!r}: expected a mapping with sections {sorted(SECTIONS)}")
+    preset = Preset(name, spec.get("description", ""), spec.get("base") or {}, spec.get("grid") or {},
+                    spec.get("parts") or [{}])
+    if digits:
+        preset = preset.override({**DIGITS, **(spec.get("digits") or {})})
+    return preset.override(overrides or {})
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """'key=value' with the value read as YAML: 'epochs=5', 'seed=[0,1,2]', 'weights=null'."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected key=value, got {text!r}")
+    try:
+        return key.strip().replace("-", "_"), yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise ValueError(f"cannot read the value of {text!r}: {err}") from None

@@ -1,0 +1,126 @@
+"""Preset sweeps (the paper's experiments and ablations), overrides, and the report of
+a finished sweep, end to end on digits with the small CNN."""
+
+import csv
+import json
+
+import pytest
+import yaml
+
+from dlmsvdd import presets, tables
+from dlmsvdd.cli import main
+from dlmsvdd.sweep_report import write_report
+
+TINY = {"epochs": 1, "seed": [0]}
+
+
+def test_every_preset_loads_at_paper_and_digits_size():
+    assert presets.names() == ["ablation-bandwidth", "ablation-frozen", "approx", "long-tailed", "ratio"]
+    sizes = {"ratio": 3 * 10 * 10, "long-tailed": 3 * 10 * 10, "approx": 10 * (1 + 7 * 7),
+             "ablation-frozen": 2 * 3 * 10 * 10, "ablation-bandwidth": 5 * 10 * 3}
+    for name, size in sizes.items():
+        preset = presets.load(name)
+        assert len(preset.tasks()) == size and preset.description
+        small = presets.load(name, digits=True)
+        assert all(values["data"] == "digits" and values["backbone"] == "small_cnn" for _, values in small.tasks())
+    approx = presets.load("approx", digits=True)
+    budgets = {values.get("n_components") for _, values in approx.tasks() if values["backend"] != "exact"}
+    assert budgets == {32, 128, 512}
+    assert sum(values["backend"] == "exact" for _, values in approx.tasks()) == 10  # once per class, not per m
+
+
+def test_overrides_set_axes_where_they_are_and_single_values_in_base():
+    preset = presets.load("approx", overrides={"n_components": [16, 32], "normal_class": 3, "seed": [0, 1],
+                                               "lr": 0.01})
+    assert preset.parts[1]["n_components"] == [16, 32] and "n_components" not in preset.grid
+    assert preset.base["normal_class"] == 3 and "normal_class" not in preset.grid
+    assert preset.grid["seed"] == [0, 1] and preset.base["lr"] == 0.01
+    assert len(preset.tasks()) == 2 * (1 + 7 * 2)
+    new_axis = presets.load("ratio", overrides={"frozen": [False, True]})
+    assert new_axis.grid["frozen"] == [False, True]
+
+
+def test_parse_assignment_reads_yaml_values():
+    assert presets.parse_assignment("epochs=5") == ("epochs", 5)
+    assert presets.parse_assignment("normal-class=[0, 1]") == ("normal_class", [0, 1])
+    assert presets.parse_assignment("weights=null") == ("weights", None)
+    assert presets.parse_assignment("gamma=per-epoch") == ("gamma", "per-epoch")
+    with pytest.raises(ValueError, match="key=value"):
+        presets.parse_assignment("epochs")
+
+
+def test_bad_presets_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown preset 'tabel2'"):
+        presets.load("tabel2")
+    with pytest.raises(ValueError, match="unknown configuration keys"):
+        presets.load("ratio", overrides={"learning_rate": 0.1})
+    clash = tmp_path / "clash.yaml"
+    clash.write_text(yaml.safe_dump({"base": {}, "grid": {"seed": [0]}, "parts": [{"frozen": [True]},
+                                                                                  {"frozen": [True, False]}]}))
+    with pytest.raises(ValueError, match="same task"):
+        presets.load(str(clash))
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"base": {}, "grids": {}}))
+    with pytest.raises(ValueError, match="expected a mapping with sections"):
+        presets.load(str(extra))
+
+
+def test_ratio_preset_on_digits_and_its_report(tmp_path):
+    preset = presets.load("ratio", digits=True, overrides={**TINY, "normal_class": [0, 1], "ratio": [0.1, 0.5]})
+    records = preset.run(tmp_path, progress=False)
+    assert [r["status"] for r in records] == ["done"] * 4
+    assert yaml.safe_load((tmp_path / "preset.yaml").read_text())["name"] == "ratio"
+    written = {p.name for p in write_report(tmp_path)}
+    assert {"runs.csv", "auroc_digits.csv", "auroc_digits.md", "report.md"} <= written
+    assert not written & {"long_tailed.md", "approx_study.png"}
+    auroc = {(r["config"]["normal_class"], r["config"]["ratio"]): r["test"]["auroc"] for r in records}
+    rows = {row["class"]: row for row in csv.DictReader((tmp_path / "auroc_digits.csv").open())}
+    for ratio in (0.1, 0.5):
+        assert float(rows["0"][f"ratio={ratio} mean"]) == pytest.approx(auroc[0, ratio], rel=1e-12)
+        assert float(rows["mean"][f"ratio={ratio} mean"]) == pytest.approx((auroc[0, ratio] + auroc[1, ratio]) / 2)
+    for r in records:  # the run's result carries the alpha-step's measurements
+        assert r["alpha_step"]["peak_bytes"] > 0 and r["timing"]["mean_seconds_build"] > 0
+
+
+def test_approx_sweep_and_report_from_the_command_line(tmp_path, capsys):
+    spec = tmp_path / "study.yaml"
+    spec.write_text(yaml.safe_dump({"description": "tiny study",
+                                    "base": {"data": "cifar10", "ratio": 0.1, "normal_class": 4},
+                                    "grid": {"seed": [0]},
+                                    "parts": [{"backend": ["exact"]},
+                                              {"backend": ["rff", "nystrom"], "n_components": [16, 32]}],
+                                    "digits": {"epochs": 1}}))
+    out = tmp_path / "sweep"
+    assert main(["presets", str(spec), "--digits"]) == 0
+    assert "# 5 tasks" in capsys.readouterr().out
+    assert main(["sweep", "--preset", str(spec), "--digits", "--output", str(out), "--verbose", "0"]) == 0
+    assert "5 done, 0 failed" in capsys.readouterr().out
+    assert main(["report", str(out), "--output", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out
+    assert "every backend and budget" in printed and "Pareto-efficient points" in printed
+    points = list(csv.DictReader((tmp_path / "report" / "approx_study.csv").open()))
+    assert [(p["backend"], p["m"]) for p in points] == [("exact", ""), ("nystrom", "16"), ("nystrom", "32"),
+                                                        ("rff", "16"), ("rff", "32")]
+    records = {(r["config"]["backend"], r["config"]["n_components"]): r for r in tables.load_records(out)}
+    rff = records["rff", 32]
+    assert float(points[4]["auroc_mean"]) == pytest.approx(rff["test"]["auroc"])
+    assert float(points[4]["peak_mb_mean"]) == pytest.approx(rff["alpha_step"]["peak_bytes"] / 2**20)
+    assert (tmp_path / "report" / "approx_study.png").stat().st_size > 10_000
+    exact = json.loads((out / "seed=0,backend=exact" / "result.json").read_text())
+    assert exact["alpha_step"]["full_kernel_bytes"] == rff["alpha_step"]["n_train"] ** 2 * 4
+
+
+def test_command_line_refuses_ambiguous_sweeps(tmp_path, capsys):
+    assert main(["sweep", "--output", str(tmp_path)]) == 2
+    assert "give a grid file or --preset" in capsys.readouterr().err
+    grid = tmp_path / "g.yaml"
+    grid.write_text(yaml.safe_dump({"base": {}, "grid": {"seed": [0]}}))
+    assert main(["sweep", str(grid), "--digits", "--output", str(tmp_path)]) == 2
+    assert "--digits applies to presets" in capsys.readouterr().err
+    assert main(["sweep", "--preset", "nope", "--output", str(tmp_path)]) == 2
+    assert "unknown preset" in capsys.readouterr().err
+    assert main(["presets"]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in presets.names())
+    assert main(["report", str(tmp_path)]) == 2
+    assert "no finished tasks" in capsys.readouterr().err
