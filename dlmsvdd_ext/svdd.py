@@ -166,7 +166,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         alpha = result.alpha
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
         support = torch.as_tensor(self.support_, device=X_t.device)
-        self.support_vectors_ = X_t[support].contiguous()
+        # the exact kernel scores against the support features; an approximation through its map,
+        # so it keeps no n x d copy of them (with a dense optimum the largest block of its fit)
+        self.support_vectors_ = X_t[support].contiguous() if backend.is_exact else None
         self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
         self.backend_ = backend
