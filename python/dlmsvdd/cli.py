@@ -52,9 +52,9 @@ TRAIN_FLAGS = {
     "--weights": ("weights", str, "imagenet (local torch cache), a state-dict file, or none"),
     "--image-size": ("image_size", int, "resize images to this size"),
     "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
-    "--m": ("n_components", int, "approximation budget m"),
+    "--n-components": ("n_components", int, "approximation budget m (alias --m, but not under torchrun)"),
     "--p": ("p", float, "slack exponent p > 1"),
-    "--nu": ("nu", float, "margin weight nu >= 1"),
+    "--nu": ("nu", float, "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", str, "apg, pairwise or paper"),
     "--epochs": ("epochs", int, "alternating epochs"),
@@ -68,11 +68,14 @@ TRAIN_FLAGS = {
     "--output": ("output", str, "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
     "--verbose": ("verbose", int, "0 quiet, 1 epoch bar, 2 batch bars too"),
 }
+# Spellings torchrun's own parser does not mistake for its options (it
+# rejects prefixes of several of them, even after the script's name).
+FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",)}
 
 
 def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     for flag, (_, kind, text) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, type=kind, default=None, help=text)
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), type=kind, default=None, help=text)
     parser.add_argument("--frozen", action="store_true", default=None, help="keep the backbone fixed (\"fixed CNN\")")
     parser.add_argument("--fine-labels", action="store_true", default=None, help="CIFAR-100: the 100 fine classes")
 
@@ -93,10 +96,14 @@ def _print_result(result: dict, folder: Path) -> None:
 
 
 def _train(args) -> int:
-    from . import run
+    from . import parallel, run
 
-    _, result, folder = run.train(_config(args))
-    _print_result(result, folder)
+    try:
+        _, result, folder = run.train(_config(args))
+    finally:
+        parallel.leave()  # under torchrun: the process group ends with the command
+    if folder is not None:  # rank 0 (or alone) reports
+        _print_result(result, folder)
     return 0
 
 
