@@ -69,14 +69,20 @@ class Shard:
         dist.all_reduce(out)
         return out
 
-    def rows(self, local: torch.Tensor, indices) -> torch.Tensor:
-        """Rows ``indices`` (global) of the set whose shard is ``local``, on every rank:
-        their owners fill them in, the others contribute zeros."""
+    def rows(self, local: torch.Tensor, indices, extra: torch.Tensor | None = None) -> torch.Tensor:
+        """Rows ``indices`` (global) of the set whose shard is ``local`` (with this
+        shard's ``extra`` values as a last column), on every rank: their owners
+        fill them in, the others contribute zeros."""
         indices = [int(i) for i in indices]
-        out = local.new_zeros((len(indices),) + tuple(local.shape[1:]))
+        width = local.shape[1] if local.ndim > 1 else 0
+        out = local.new_zeros((len(indices), width + 1) if extra is not None else (len(indices),) + tuple(local.shape[1:]))
         for k, i in enumerate(indices):
             if self.start <= i < self.stop:
-                out[k] = local[i - self.start]
+                if extra is None:
+                    out[k] = local[i - self.start]
+                else:
+                    out[k, :width] = local[i - self.start]
+                    out[k, width] = extra[i - self.start]
         dist.all_reduce(out)
         return out
 
@@ -110,7 +116,7 @@ class ShardedKernel:
 
     def atoms(self, indices, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The atoms' defining rows and their weights, on every rank (one all_reduce)."""
-        packed = self.shard.rows(torch.cat([self.local, alpha[:, None].to(self.local.dtype)], 1), indices)
+        packed = self.shard.rows(self.local, indices, extra=alpha)
         return packed[:, :-1].contiguous(), packed[:, -1]
 
     def matvec(self, a: torch.Tensor) -> torch.Tensor:
