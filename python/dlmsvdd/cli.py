@@ -182,7 +182,8 @@ def _sweep(args) -> int:
     from .sweep import Sweep, run_sweep
 
     records = run_sweep(Sweep.from_yaml(args.grid), args.output, engine=args.engine, workers=args.workers,
-                        progress=args.verbose > 0)
+                        threads=args.threads, address=args.address, cpus_per_task=args.cpus_per_task,
+                        gpus_per_task=args.gpus_per_task, progress=args.verbose > 0)
     status = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "missing")}
     print(f"sweep {args.output}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
     for r in records:
@@ -213,8 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
     w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
     w.add_argument("grid", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
     w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
-    w.add_argument("--engine", default="local", help="local (default)")
+    w.add_argument("--engine", default="local", help="local (default) or ray")
     w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
+    w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
+    w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
+                                     "default: start a local Ray instance")
+    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for (default 1)")
+    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for (default 0)")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
 
