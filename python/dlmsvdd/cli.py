@@ -53,7 +53,7 @@ TRAIN_FLAGS = {
     "--image-size": ("image_size", int, "resize images to this size"),
     "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
     "--n-components": ("n_components", int, "approximation budget m (alias --m, but not under torchrun)"),
-    "--p": ("p", float, "slack exponent p > 1"),
+    "--p": ("p", float, "slack exponent p > 1 (under torchrun spell it --slack-p)"),
     "--nu": ("nu", float, "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", str, "apg, pairwise or paper"),
@@ -70,7 +70,7 @@ TRAIN_FLAGS = {
 }
 # Spellings torchrun's own parser does not mistake for its options (it
 # rejects prefixes of several of them, even after the script's name).
-FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",)}
+FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
 
 
 def _add_train_flags(parser: argparse.ArgumentParser) -> None:
