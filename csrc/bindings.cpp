@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/feature_map_params.h"
+#include "common/fw_loop.h"
 #include "common/fwht_params.h"
 #include "common/params.h"
 #include "cpu/dual_cpu.h"
@@ -609,6 +610,13 @@ PYBIND11_MODULE(_C, m) {
         py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
         py::arg("cache") = py::none(), py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false,
         py::arg("stream") = 0, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+  m.def("pairwise_step",
+        [](double g_s, double g_a, double alpha_s, double alpha_a, double curvature, double pen, double q) {
+          return pairwise_step<double>(g_s, g_a, alpha_s, alpha_a, curvature, pen, q);
+        },
+        py::arg("g_s"), py::arg("g_a"), py::arg("alpha_s"), py::arg("alpha_a"), py::arg("curvature"),
+        py::arg("pen"), py::arg("q"),
+        "Pairwise Frank-Wolfe's exact line search (the compiled loop's own), for loops driven from Python.");
   m.def("dual_oracle_workspace_bytes",
         [](int64_t n) {
           if (n < 0) fail("n must be >= 0, got " + std::to_string(n));

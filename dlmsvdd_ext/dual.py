@@ -23,17 +23,26 @@ class DualProblem:
     nu: float
     c1: float
     c2: float
+    # Class sizes of the whole training set: those of t, unless t is one
+    # process's shard of it (dlmsvdd_ext.distributed).
+    n_normal: int
+    n_anomaly: int
 
     @classmethod
     def from_labels(cls, t: torch.Tensor, p: float = 2.0, nu: float = 1.2,
-                    c1: float | None = None, c2: float | None = None) -> "DualProblem":
-        """Validates the hyper-parameters; c1, c2 default to 1/|I_N| and 1/|I_A|."""
+                    c1: float | None = None, c2: float | None = None,
+                    counts: tuple[int, int] | None = None) -> "DualProblem":
+        """Validates the hyper-parameters; c1, c2 default to 1/|I_N| and 1/|I_A|.
+        ``counts`` = (|I_N|, |I_A|) of the whole set when t is a shard of it."""
         if t.ndim != 1 or t.numel() == 0:
             raise ValueError("labels must be a non-empty 1-D array")
         if not bool(((t == 1) | (t == -1)).all()):
             raise ValueError("labels must be +1 (normal) or -1 (anomaly)")
-        n_normal = int((t > 0).sum())
-        n_anomaly = t.numel() - n_normal
+        if counts is None:
+            n_normal = int((t > 0).sum())
+            n_anomaly = t.numel() - n_normal
+        else:
+            n_normal, n_anomaly = (int(c) for c in counts)
         if n_normal == 0:
             raise ValueError("there are no normal samples (label +1)")
         if not (p > 1) or not math.isfinite(p):
@@ -47,7 +56,7 @@ class DualProblem:
         for name, c in (("c1", c1), ("c2", c2)):
             if not (c > 0) or not math.isfinite(c):
                 raise ValueError(f"{name} must be a positive finite number, got {c}")
-        return cls(t=t, p=float(p), nu=float(nu), c1=c1, c2=c2)
+        return cls(t=t, p=float(p), nu=float(nu), c1=c1, c2=c2, n_normal=n_normal, n_anomaly=n_anomaly)
 
     # -- derived constants
     @property
@@ -71,7 +80,7 @@ class DualProblem:
 
     @property
     def has_anomalies(self) -> bool:
-        return bool((self.t < 0).any())
+        return self.n_anomaly > 0
 
     def coefs(self) -> dict:
         """The constants the compiled routines take: penalties pen_k = cbar_k 2^q."""
@@ -112,10 +121,7 @@ class DualProblem:
 
     def uniform_alpha(self) -> torch.Tensor:
         """Uniform weights within each class (the usual Frank-Wolfe start)."""
-        normal = self.normal
-        n_normal = int(normal.sum())
-        n_anomaly = self.t.numel() - n_normal
-        return self._per_class(self.mu_normal / n_normal, self.mu_anomaly / max(n_anomaly, 1))
+        return self._per_class(self.mu_normal / self.n_normal, self.mu_anomaly / max(self.n_anomaly, 1))
 
     def project(self, v: torch.Tensor) -> torch.Tensor:
         """Euclidean projection onto the feasible set (each class onto its scaled simplex)."""

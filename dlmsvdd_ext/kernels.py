@@ -198,17 +198,28 @@ class Nystrom(_LandmarkKernel):
         super().__init__(gamma, n_components, random_state)
         self.rtol = rtol
 
-    def fit(self, X):
-        X = _check_features(X)
-        n = X.shape[0]
+    def landmark_indices(self, n: int) -> np.ndarray:
+        """The landmarks' rows among n training samples (sorted, seeded)."""
         if self.n_components > n:
             raise ValueError(f"n_components ({self.n_components}) is larger than the number of samples ({n})")
-        idx = np.sort(_generator(self.random_state).choice(n, self.n_components, replace=False))
-        rows = torch.as_tensor(idx, device=X.device)
+        return np.sort(_generator(self.random_state).choice(n, self.n_components, replace=False))
+
+    def fit(self, X):
+        X = _check_features(X)
+        rows = torch.as_tensor(self.landmark_indices(X.shape[0]), device=X.device)
         U = X[rows].contiguous()
         C = ops.rbf_gram(X, U, self.gamma)
-        W = C[rows].double()  # K(U, U): the landmarks' own rows of C, the core in float64
-        w, V = torch.linalg.eigh(W)
+        return self._fit_core(X, U, C, C[rows])  # K(U, U): the landmarks' own rows of C
+
+    def fit_landmarks(self, X, landmarks: torch.Tensor):
+        """Fits on X with the given landmark features (a process's shard of the
+        training set and landmarks drawn from all of it)."""
+        X = _check_features(X)
+        U = _check_features(landmarks, "landmarks").to(X.dtype).contiguous()
+        return self._fit_core(X, U, ops.rbf_gram(X, U, self.gamma), ops.rbf_gram(U, U, self.gamma))
+
+    def _fit_core(self, X, U, C, W):
+        w, V = torch.linalg.eigh(W.double())  # the core in float64
         keep = w > self.rtol * w.max()
         self.rank_ = int(keep.sum())
         return self._finish(X, U, V[:, keep] / w[keep].sqrt(), C)

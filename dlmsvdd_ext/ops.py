@@ -410,3 +410,13 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     info["history_objective"] = hist_obj[:n]
     info["history_gap"] = hist_gap[:n]
     return info
+
+
+def pairwise_step(g_s: float, g_a: float, alpha_s: float, alpha_a: float, curvature: float, pen: float,
+                  q: float) -> float:
+    """Pairwise Frank-Wolfe's exact line search, the compiled loop's own: the
+    mass in [0, alpha_a] moved from the away atom a to the Frank-Wolfe atom s
+    of one class, given their gradients, weights, the curvature
+    ``K_ss + K_aa - 2 K_sa`` and the class's penalty ``pen`` with power ``q``."""
+    return float(_C.pairwise_step(float(g_s), float(g_a), float(alpha_s), float(alpha_a), float(curvature),
+                                  float(pen), float(q)))

@@ -52,6 +52,11 @@ class Boundary:
     rho2: float
     aKa: float  # a^T K a, the constant of the score
 
+    @classmethod
+    def from_offsets(cls, b_normal: float, b_anomaly: float, aKa: float) -> "Boundary":
+        return cls(b_normal=b_normal, b_anomaly=b_anomaly, r2=0.5 * (b_normal + b_anomaly),
+                   rho2=0.5 * (b_anomaly - b_normal), aKa=aKa)
+
 
 def solve(op: KernelOperator, problem: DualProblem, method: str = "apg", max_iter: int = 1000,
           tol: float = 1e-6, alpha0: torch.Tensor | None = None) -> SolveResult:
@@ -166,23 +171,30 @@ def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor
     if recovery not in ("kkt", "paper"):
         raise ValueError(f"recovery must be 'kkt' or 'paper', got {recovery!r}")
     info = ops.dual_oracle(alpha, Ka, problem.t, problem.coefs())
+    if recovery == "kkt":
+        return kkt_boundary(problem, info)
     aKa = info["quadratic"]
     one_class = not problem.has_anomalies or problem.mu_anomaly == 0.0
-    if recovery == "kkt":
-        b_normal = 1.0 + aKa - info["g_fw_normal"]
-        b_anomaly = b_normal if one_class else 1.0 + aKa + info["g_fw_anomaly"]
-    else:
-        f = (1.0 - 2.0 * Ka.double() + aKa)
-        a64 = alpha.double()
-        normal = problem.normal
+    f = (1.0 - 2.0 * Ka.double() + aKa)
+    a64 = alpha.double()
+    normal = problem.normal
 
-        def class_mean(mask, c, sign):
-            w = a64[mask]
-            sv = w > support_tol * float(w.max())
-            eps = (w[sv] / (c * problem.p)) ** (1.0 / (problem.p - 1.0))
-            return float((f[mask][sv] + sign * eps).mean())
+    def class_mean(mask, c, sign):
+        w = a64[mask]
+        sv = w > support_tol * float(w.max())
+        eps = (w[sv] / (c * problem.p)) ** (1.0 / (problem.p - 1.0))
+        return float((f[mask][sv] + sign * eps).mean())
 
-        b_normal = class_mean(normal, problem.c1, -1.0)
-        b_anomaly = b_normal if one_class else class_mean(~normal, problem.c2, +1.0)
-    return Boundary(b_normal=b_normal, b_anomaly=b_anomaly, r2=0.5 * (b_normal + b_anomaly),
-                    rho2=0.5 * (b_anomaly - b_normal), aKa=aKa)
+    b_normal = class_mean(normal, problem.c1, -1.0)
+    b_anomaly = b_normal if one_class else class_mean(~normal, problem.c2, +1.0)
+    return Boundary.from_offsets(b_normal, b_anomaly, aKa)
+
+
+def kkt_boundary(problem: DualProblem, oracle: dict) -> Boundary:
+    """The boundary from the KKT multipliers of an oracle pass (``ops.dual_oracle``
+    or its sharded merge): lambda_N = min_{I_N} g, lambda_A = min_{I_A} g."""
+    aKa = oracle["quadratic"]
+    b_normal = 1.0 + aKa - oracle["g_fw_normal"]
+    one_class = not problem.has_anomalies or problem.mu_anomaly == 0.0
+    b_anomaly = b_normal if one_class else 1.0 + aKa + oracle["g_fw_anomaly"]
+    return Boundary.from_offsets(b_normal, b_anomaly, aKa)

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import kernels, ops
 from .dual import DualProblem
-from .solver import METHODS, recover_boundary, solve
+from .solver import METHODS, kkt_boundary, recover_boundary, solve
 
 KERNELS = kernels.BACKENDS
 
@@ -143,15 +143,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
         problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2)
-        if isinstance(self.gamma, str):
-            if X_t.shape[0] < 2:
-                raise ValueError(f"gamma='median' needs at least 2 samples, got n_samples = {X_t.shape[0]}; give gamma as a number")
-            median = ops.median_sq_distance(X_t, max_samples=2000, seed=self.random_state)
-            if not median > 0:
-                raise ValueError("all samples are identical: the median distance is 0; give gamma as a number")
-            self.gamma_ = 1.0 / median
-        else:
-            self.gamma_ = float(self.gamma)
+        self.gamma_ = self._bandwidth(X_t.shape[0], lambda: ops.median_sq_distance(
+            X_t, max_samples=2000, seed=self.random_state))
         start = time.perf_counter()
         backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state).fit(X_t)
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
@@ -162,17 +155,91 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         # seconds of this fit: the kernel backend (factor or exact matrix), then the dual and the boundary
         self.build_seconds_ = built - start
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
-
-        alpha = result.alpha
-        self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
-        support = torch.as_tensor(self.support_, device=X_t.device)
-        # the exact kernel scores against the support features; an approximation through its map,
-        # so it keeps no n x d copy of them (with a dense optimum the largest block of its fit)
-        self.support_vectors_ = X_t[support].contiguous() if backend.is_exact else None
-        self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
+        weights = None if backend.is_exact else backend.Z_.T @ (result.alpha * t)
+        return self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1])
+
+    def fit_sharded(self, X, y=None):
+        """Fits on this process's shard of the training set, without gathering
+        the kernel (see ``dlmsvdd_ext.distributed``): torch.distributed must be
+        initialised and every rank passes its contiguous part of the rows, in
+        rank order, split as ``distributed.shard_bounds`` does. Solvers
+        "pairwise" and "paper"; backends "exact", "nystrom" and the spectral
+        maps (RPCholesky's adaptive pivots are not sharded). The fitted
+        estimator is the same on every rank and equals ``fit`` on the whole set
+        with that solver, up to rounding."""
+        from . import distributed
+
+        self._check_params()
+        if self.solver not in distributed.METHODS:
+            raise ValueError(f"fit_sharded runs the Frank-Wolfe solvers {distributed.METHODS}, got {self.solver!r} "
+                             "(APG needs whole kernel products every iteration)")
+        if self.kernel == "rpcholesky":
+            raise ValueError("rpcholesky is not available sharded (its pivots are chosen over the whole set); "
+                             "use nystrom or a spectral map")
+        if self.recovery != "kkt":
+            raise ValueError("fit_sharded recovers the boundary by 'kkt' only")
+        if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            raise ValueError("fit_sharded needs torch.distributed initialised (init_process_group, or torchrun)")
+        X_t, _ = _features(X, device=self.device)
+        t = _labels(y, X_t.shape[0], X_t)
+        counts = torch.tensor([X_t.shape[0], int((t > 0).sum()), int((t < 0).sum())], dtype=torch.float64,
+                              device=X_t.device)
+        torch.distributed.all_reduce(counts)
+        n, n_normal, n_anomaly = (int(c) for c in counts.tolist())
+        shard = distributed.Shard(n)
+        if X_t.shape[0] != shard.size:
+            raise ValueError(f"rank {shard.rank} has {X_t.shape[0]} rows; the split of {n} rows over "
+                             f"{shard.world_size} processes gives it rows {shard.start}:{shard.stop}")
+        problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2,
+                                          counts=(n_normal, n_anomaly))
+        self.gamma_ = self._bandwidth(n, lambda: distributed.median_sq_distance(
+            X_t, shard, max_samples=2000, seed=self.random_state))
+        start = time.perf_counter()
+        backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state)
+        if backend.is_exact:
+            op = distributed.ShardedExact(shard, X_t, self.gamma_)
+        else:
+            if self.kernel == "nystrom":
+                backend.fit_landmarks(X_t, shard.rows(X_t, backend.landmark_indices(n)))
+            else:  # a spectral map depends on the seed and the dimension only: the same on every rank
+                backend.fit(X_t)
+            op = distributed.ShardedFactor(shard, backend.Z_)
+        built = _synchronized_clock(X_t.device)
+        warm = self._warm_alpha(shard.gather(t))
+        result, last = distributed.solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
+                                         alpha0=None if warm is None else warm[shard.start:shard.stop])
+        boundary = kkt_boundary(problem, last)
+        # this rank's seconds, as in fit (the exact kernel's gather for scoring below is neither)
+        self.build_seconds_ = built - start
+        self.solve_seconds_ = _synchronized_clock(X_t.device) - built
+        a_local = result.alpha * t
+        if backend.is_exact:  # scoring needs the support vectors on every rank: O(N d) once per fit
+            X_all, weights = shard.gather(X_t), None
+            backend.fit(X_all)
+        else:
+            X_all, weights = None, shard.sum(backend.Z_.T @ a_local)
+        return self._store(X_all, shard.gather(t), shard.gather(result.alpha), backend, weights, result, boundary,
+                           X_t.shape[1])
+
+    def _bandwidth(self, n: int, median) -> float:
+        if not isinstance(self.gamma, str):
+            return float(self.gamma)
+        if n < 2:
+            raise ValueError(f"gamma='median' needs at least 2 samples, got n_samples = {n}; give gamma as a number")
+        median_sq = median()
+        if not median_sq > 0:
+            raise ValueError("all samples are identical: the median distance is 0; give gamma as a number")
+        return 1.0 / median_sq
+
+    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int):
+        """The fitted attributes from a solve; X_t (all rows) is needed for the exact kernel only."""
+        self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
+        support = torch.as_tensor(self.support_, device=alpha.device)
+        self.support_vectors_ = X_t[support].contiguous() if feature_weights is None else None
+        self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
         self.backend_ = backend
-        self.feature_weights_ = None if backend.is_exact else backend.Z_.T @ (alpha * t)
+        self.feature_weights_ = feature_weights
         self.alpha_ = alpha.cpu().numpy()
         self.labels_ = t.cpu().numpy()
         self.objective_ = result.objective
@@ -184,7 +251,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.r2_, self.rho2_ = boundary.r2, boundary.rho2
         self.b_normal_, self.b_anomaly_ = boundary.b_normal, boundary.b_anomaly
         self.offset_ = -self.r2_
-        self.n_features_in_ = X_t.shape[1]
+        self.n_features_in_ = n_features
         return self
 
     def _warm_alpha(self, t: torch.Tensor):

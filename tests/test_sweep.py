@@ -71,3 +71,15 @@ def test_bad_grids_are_refused_before_running(tmp_path):
         Sweep(BASE, {"seed": []})
     with pytest.raises(ValueError, match="engine must be one of"):
         run_sweep(Sweep(BASE, {}), tmp_path, engine="slurm")
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        run_sweep(Sweep(BASE, {}), tmp_path, threads=0)
+    with pytest.raises(ValueError, match="cpus_per_task must be > 0"):
+        run_sweep(Sweep(BASE, {}), tmp_path, engine="ray", cpus_per_task=0)
+
+
+def test_a_task_in_this_process_keeps_the_callers_thread_count(tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    records = run_sweep(Sweep({**BASE, "epochs": 0}, {}), tmp_path, threads=before + 1, progress=False)
+    assert records[0]["status"] == "done" and torch.get_num_threads() == before

@@ -52,9 +52,9 @@ TRAIN_FLAGS = {
     "--weights": ("weights", str, "imagenet (local torch cache), a state-dict file, or none"),
     "--image-size": ("image_size", int, "resize images to this size"),
     "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
-    "--m": ("n_components", int, "approximation budget m"),
-    "--p": ("p", float, "slack exponent p > 1"),
-    "--nu": ("nu", float, "margin weight nu >= 1"),
+    "--n-components": ("n_components", int, "approximation budget m (alias --m, but not under torchrun)"),
+    "--p": ("p", float, "slack exponent p > 1 (under torchrun spell it --slack-p)"),
+    "--nu": ("nu", float, "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", str, "apg, pairwise or paper"),
     "--epochs": ("epochs", int, "alternating epochs"),
@@ -68,11 +68,14 @@ TRAIN_FLAGS = {
     "--output": ("output", str, "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
     "--verbose": ("verbose", int, "0 quiet, 1 epoch bar, 2 batch bars too"),
 }
+# Spellings torchrun's own parser does not mistake for its options (it
+# rejects prefixes of several of them, even after the script's name).
+FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
 
 
 def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     for flag, (_, kind, text) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, type=kind, default=None, help=text)
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), type=kind, default=None, help=text)
     parser.add_argument("--frozen", action="store_true", default=None, help="keep the backbone fixed (\"fixed CNN\")")
     parser.add_argument("--fine-labels", action="store_true", default=None, help="CIFAR-100: the 100 fine classes")
 
@@ -93,10 +96,14 @@ def _print_result(result: dict, folder: Path) -> None:
 
 
 def _train(args) -> int:
-    from . import run
+    from . import parallel, run
 
-    _, result, folder = run.train(_config(args))
-    _print_result(result, folder)
+    try:
+        _, result, folder = run.train(_config(args))
+    finally:
+        parallel.leave()  # under torchrun: the process group ends with the command
+    if folder is not None:  # rank 0 (or alone) reports
+        _print_result(result, folder)
     return 0
 
 
@@ -189,7 +196,9 @@ def _preset(args):
 
 
 def _sweep(args) -> int:
-    records = _preset(args).run(args.output, engine=args.engine, workers=args.workers, progress=args.verbose > 0)
+    records = _preset(args).run(args.output, engine=args.engine, workers=args.workers, threads=args.threads,
+                                address=args.address, cpus_per_task=args.cpus_per_task,
+                                gpus_per_task=args.gpus_per_task, progress=args.verbose > 0)
     status = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "missing")}
     print(f"sweep {args.output}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
     for r in records:
@@ -259,8 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("grid", nargs="?", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
     _add_preset_flags(w, "--preset")
     w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
-    w.add_argument("--engine", default="local", help="local (default)")
+    w.add_argument("--engine", default="local", help="local (default) or ray")
     w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
+    w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
+    w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
+                                     "default: start a local Ray instance")
+    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for (default 1)")
+    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for (default 0)")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
 

@@ -31,37 +31,52 @@ def default_output(cfg: TrainConfig) -> Path:
     return Path("runs") / f"{cfg.data}-class{cfg.normal_class}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path]:
-    """Trains on the config's task and writes the run folder; returns the model, the metrics and the folder."""
+def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
+    """Trains on the config's task and writes the run folder; returns the model,
+    the metrics and the folder. Under torchrun every process trains and
+    scores its shard; rank 0 writes the folder (the others get None)."""
     cfg.validate()
     task = build_task(cfg)  # data errors surface before the folder or the network exist
-    folder = Path(cfg.output) if cfg.output else default_output(cfg)
-    folder.mkdir(parents=True, exist_ok=True)
-    handler = reports.attach_log(folder)
+    model = DLMSVDD(cfg)  # joins torchrun's process group, if any
+    writer = model.group_ is None or model.group_.is_main
+    folder = (Path(cfg.output) if cfg.output else default_output(cfg)) if writer else None
+    handler = None
+    if writer:
+        folder.mkdir(parents=True, exist_ok=True)
+        handler = reports.attach_log(folder)
     try:
-        reports.write_yaml(folder / "config.yaml", cfg.to_dict())
+        if writer:
+            reports.write_yaml(folder / "config.yaml", cfg.to_dict())
         log.info("task %s", task.summary())
         start = time.perf_counter()
-        model = DLMSVDD(cfg).fit(task.train, task.val)
+        model.fit(task.train, task.val)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
                   "seconds": seconds, "timing": reports.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task": task.summary(),
-                  "device": str(model.device), "versions": versions()}
-        reports.write_json(folder / "metrics.json", result)
-        reports.write_json(folder / "history.json", model.history_)
-        reports.plot_convergence(model.history_, folder / "convergence.png")
-        reports.plot_roc(t_test, f_test, folder / "roc.png", f"{cfg.data} class {task.class_name}")
-        np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
-                   comments="")
-        model.save(folder / "model.pt")
-        log.info("test %s", result["test"])
+                  "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
+                  "versions": versions()}
+        if writer:
+            write_run(folder, model, result, t_test, f_test, f"{cfg.data} class {task.class_name}")
     finally:
-        logging.getLogger("dlmsvdd").removeHandler(handler)
-        handler.close()
+        if handler is not None:
+            logging.getLogger("dlmsvdd").removeHandler(handler)
+            handler.close()
     return model, result, folder
+
+
+def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
+    """Metrics, history, plots, test scores and the checkpoint."""
+    reports.write_json(folder / "metrics.json", result)
+    reports.write_json(folder / "history.json", model.history_)
+    reports.plot_convergence(model.history_, folder / "convergence.png")
+    reports.plot_roc(t_test, f_test, folder / "roc.png", title)
+    np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
+               comments="")
+    model.save(folder / "model.pt")
+    log.info("test %s", result["test"])
 
 
 def load_model(path) -> DLMSVDD:

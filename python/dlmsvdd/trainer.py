@@ -14,13 +14,14 @@ import sklearn.base
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
 import dlmsvdd_ext
-from dlmsvdd_ext import LpSVDD, ops
+from dlmsvdd_ext import LpSVDD, distributed, ops
 
-from . import __version__, memory, metrics
+from . import __version__, memory, metrics, parallel
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
@@ -63,6 +64,9 @@ class DLMSVDD:
     Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
     (higher = more anomalous); ``score_samples = -f``; ``predict`` is +1
     (normal) below the validation threshold of maximal balanced accuracy, -1 above.
+
+    Under torchrun (or with torch.distributed initialised) every process runs
+    the same calls on its shard of the data; see ``dlmsvdd.parallel``.
     """
 
     def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | None = None, **overrides):
@@ -71,7 +75,7 @@ class DLMSVDD:
             config.backbone, config.weights = "custom", None
         self.config = config.validate()
         self.custom_backbone = backbone
-        self.device = resolve_device(config.device)
+        self.group_, self.device = parallel.join(resolve_device(config.device))
         self.history_: list[dict] = []
 
     # ---- building blocks
@@ -91,10 +95,11 @@ class DLMSVDD:
         return DataLoader(dataset, batch_size=self.config.batch_size, shuffle=shuffle, generator=generator,
                           num_workers=self.config.num_workers, drop_last=shuffle and len(dataset) > self.config.batch_size)
 
-    def _features(self, data) -> tuple[torch.Tensor, np.ndarray]:
-        """phi of every sample, in eval mode (no augmentation), and the targets."""
-        if isinstance(data, torch.Tensor):
-            data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
+    def _features(self, data: Dataset) -> tuple[torch.Tensor, np.ndarray]:
+        """phi of every sample of this process's shard (all of them when alone), in
+        eval mode (no augmentation), and the targets."""
+        if self.group_ is not None:
+            data = self.group_.shard(data)
         self.network_.eval()
         feats, targets = [], []
         with torch.no_grad():
@@ -105,6 +110,8 @@ class DLMSVDD:
 
     def _solve(self, feats: torch.Tensor, targets: np.ndarray, gamma: float) -> LpSVDD:
         self.svdd_.set_params(gamma=gamma)
+        if self.group_ is not None:
+            return self.svdd_.fit_sharded(feats, targets)
         return self.svdd_.fit(feats, targets)
 
     def _evaluate_epoch(self, train: Dataset, val: Dataset | None, gamma_for) -> dict:
@@ -128,18 +135,34 @@ class DLMSVDD:
                            val_balanced_accuracy=metrics.balanced_accuracy(t_val, f_val, threshold))
         return row
 
+    def _omega_loader(self, augmented: Dataset, epoch: int) -> DataLoader:
+        """The epoch's shuffled mini-batches; with several processes each rank
+        gets its part of every batch (the global batch size stays batch_size)."""
+        cfg = self.config
+        if self.group_ is None:
+            return self._loader(augmented, shuffle=True, seed=cfg.seed + epoch)
+        world = self.group_.world_size
+        sampler = DistributedSampler(augmented, num_replicas=world, rank=self.group_.rank, shuffle=True, seed=cfg.seed)
+        sampler.set_epoch(epoch)
+        batch = max(1, cfg.batch_size // world)
+        return DataLoader(augmented, batch_size=batch, sampler=sampler, num_workers=cfg.num_workers,
+                          drop_last=len(sampler) > batch)
+
     def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> list[float]:
         cfg, svdd = self.config, self.svdd_
-        self.network_.train()
+        network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
+        network.train()
         losses = []
         for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
-            f = svdd.torch_dissimilarity(self.network_(x.to(self.device)))
+            f = svdd.torch_dissimilarity(network(x.to(self.device)))
             loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
             optimizer.step()
             losses.append(float(loss.detach()))
+        if self.ddp_ is not None:
+            self.group_.sync_buffers(self.network_)
         return losses
 
     # ---- training
@@ -157,13 +180,21 @@ class DLMSVDD:
         self.network_ = self._build_network(self.in_channels_)
         if cfg.frozen:
             self.network_.requires_grad_(False)
-        n_train = len(train)
+        self.ddp_ = None
+        if self.group_ is not None and not cfg.frozen:
+            self.ddp_ = DistributedDataParallel(self.network_, device_ids=None if self.device.type == "cpu"
+                                                else [self.device])
+        n_train = self.n_train_ = len(train)
         m = cfg.n_components
         if cfg.backend in DATA_DEPENDENT and m > n_train:
             log.warning("n_components = %d exceeds the %d training samples; using %d", m, n_train, n_train)
             m = n_train
+        solver = cfg.solver
+        if self.group_ is not None and solver == "apg":  # APG multiplies by the whole kernel every iteration
+            log.info("the sharded alpha-step runs pairwise Frank-Wolfe instead of apg")
+            solver = "pairwise"
         self.svdd_ = LpSVDD(p=cfg.p, nu=cfg.nu, c1=cfg.c1, c2=cfg.c2, kernel=cfg.backend, n_components=m,
-                            solver=cfg.solver, max_iter=cfg.fw_max_iter, tol=cfg.fw_tol, random_state=cfg.seed,
+                            solver=solver, max_iter=cfg.fw_max_iter, tol=cfg.fw_tol, random_state=cfg.seed,
                             warm_start=True)
         gamma_for = self._gamma_strategy()
         optimizer = None if cfg.frozen else torch.optim.Adam(
@@ -172,7 +203,8 @@ class DLMSVDD:
         epochs = 0 if cfg.frozen else cfg.epochs
         best = (-np.inf, 0, None)
         self.history_ = []
-        bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=cfg.verbose < 1)
+        quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
+        bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=quiet)
         for epoch in bar:
             row = {"epoch": epoch, **self._evaluate_epoch(train, val, gamma_for)}
             # without both classes in validation there is no metric: the last epoch is kept
@@ -181,8 +213,8 @@ class DLMSVDD:
                 best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:
                 start = time.perf_counter()
-                batch_losses = self._omega_step(self._loader(augmented, shuffle=True, seed=cfg.seed + epoch),
-                                                optimizer, cfg.verbose >= 2)
+                batch_losses = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
+                                                cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
@@ -200,7 +232,10 @@ class DLMSVDD:
             return lambda feats: float(cfg.gamma)
 
         def median(feats):
-            median_sq = ops.median_sq_distance(feats, max_samples=2000, seed=cfg.seed)
+            if self.group_ is None:
+                median_sq = ops.median_sq_distance(feats, max_samples=2000, seed=cfg.seed)
+            else:  # the same rows as alone, gathered from the shards
+                median_sq = distributed.median_sq_distance(feats, distributed.Shard(self.n_train_), 2000, cfg.seed)
             if not median_sq > 0:
                 raise ValueError("all training features coincide (median distance 0); give gamma as a number")
             return 1.0 / median_sq
@@ -226,23 +261,32 @@ class DLMSVDD:
         """One more alpha-step on the trained network's features, from scratch and
         under a peak-memory probe (``dlmsvdd.memory``): its build and solve seconds
         and the peak bytes above the features. A separate pass, so the probe's
-        overhead touches neither training nor the model's boundary."""
+        overhead touches neither training nor the model's boundary. Under torchrun
+        every process runs it on its shard and reports its own peak."""
         feats, targets = self._features(train)
         svdd = sklearn.base.clone(self.svdd_).set_params(warm_start=False)
+        fit = svdd.fit if self.group_ is None else svdd.fit_sharded
         with memory.peak(self.device) as probe:
-            svdd.fit(feats, targets)
+            fit(feats, targets)
         factor = getattr(svdd.backend_, "Z_", None)
+        n = len(train)
         return {"build_seconds": svdd.build_seconds_, "solve_seconds": svdd.solve_seconds_,
-                "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": feats.shape[0],
+                "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": n,
                 "n_features": feats.shape[1], "rank": None if factor is None else factor.shape[1],
-                "full_kernel_bytes": feats.shape[0] ** 2 * feats.element_size()}
+                "full_kernel_bytes": n * n * feats.element_size()}
 
     # ---- scoring
 
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
-        """f(x) and the targets of a dataset (or a tensor of images) in one pass."""
+        """f(x) and the targets of a dataset (or a tensor of images) in one pass
+        (every process scores its shard; all get all the scores)."""
+        if isinstance(data, torch.Tensor):
+            data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
         feats, targets = self._features(data)
-        return self.svdd_.dissimilarity(feats).cpu().numpy(), targets
+        f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
+        if self.group_ is not None:
+            f, targets = self.group_.gather(f, len(data)), self.group_.gather(targets.to(f.device), len(data))
+        return f.cpu().numpy(), targets.cpu().numpy()
 
     def dissimilarity(self, data) -> np.ndarray:
         """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
@@ -264,7 +308,8 @@ class DLMSVDD:
     # ---- checkpoints
 
     def save(self, path) -> None:
-        """Weights, boundary, threshold, config, history and package versions."""
+        """Weights, boundary, threshold, config, history and package versions
+        (with several processes: from one of them; all hold the same model)."""
         torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels_,
                     "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
                     "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
