@@ -27,6 +27,7 @@ def test_sweep_runs_every_task_and_skips_finished_ones(tmp_path):
     assert len(sweep.tasks()) == 8 and sweep.tasks()[0][0] == "normal_class=0,seed=0,backend=exact"
     records = run_sweep(sweep, tmp_path, progress=False)
     assert [r["status"] for r in records] == ["done"] * 8
+    assert [r["task"] for r in records] == [name for name, _ in sweep.tasks()]
     assert all(0 <= r["test"]["auroc"] <= 1 for r in records)
     assert records[3]["config"]["backend"] == "rff" and records[3]["config"]["seed"] == 1
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/result.json")}

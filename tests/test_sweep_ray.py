@@ -48,7 +48,7 @@ def _numbers(folder, name):
     record = json.loads((folder / name / "result.json").read_text())
     history = json.loads((folder / name / "history.json").read_text())
     return {"test": record["test"], "val": record["val"], "best_epoch": record["best_epoch"],
-            "task": record["task"], "history": [{k: v for k, v in epoch.items() if not k.startswith("seconds")}
+            "task_summary": record["task_summary"], "history": [{k: v for k, v in epoch.items() if not k.startswith("seconds")}
                                                 for epoch in history],
             "test_scores": (folder / name / "test_scores.csv").read_text()}
 

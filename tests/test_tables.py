@@ -18,7 +18,7 @@ def record(cls, seed, auroc=0.9, bacc=0.8, n_class=100, **config):
     return {"name": f"c{cls}-s{seed}-{config}", "status": "done", "config": cfg,
             "test": {"auroc": auroc, "balanced_accuracy": bacc, "threshold": 1.0},
             "val": {"auroc": auroc, "balanced_accuracy": bacc},
-            "task": {"normal_class": cls, "class_name": f"class{cls}", "train_normal": n_class - n_val,
+            "task_summary": {"normal_class": cls, "class_name": f"class{cls}", "train_normal": n_class - n_val,
                      "val_normal": n_val, "train_anomalous": 10, "val_anomalous": 2},
             "timing": {"mean_seconds_build": 0.1, "mean_seconds_solve": 0.2, "mean_seconds_omega": 1.0},
             "alpha_step": {"peak_bytes": 2**20}}

@@ -55,7 +55,7 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
                   "seconds": seconds, "timing": reports.timing_summary(model.history_),
-                  "alpha_step": model.measure_alpha_step(task.train), "task": task.summary(),
+                  "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
                   "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
                   "versions": versions()}
         if writer:

@@ -35,7 +35,7 @@ SHOT_GROUPS = (("many", 101, math.inf), ("medium", 20, 100), ("few", 0, 19))
 
 def load_records(folder) -> list[dict]:
     """The records of a sweep folder's finished tasks (``*/result.json``), in task-name
-    order, each with its ``name`` (the folder's; the record's "task" is the task summary)."""
+    order, each with its ``name`` (the folder's, also the record's "task")."""
     paths = sorted(Path(folder).glob("*/result.json"))
     if not paths:
         raise ValueError(f"{folder}: no finished tasks (no */result.json)")
@@ -72,7 +72,7 @@ def is_long_tailed(config: dict) -> bool:
 
 def class_train_count(record: dict) -> int:
     """Training images of the normal class in the task's pool (train + validation)."""
-    task = record["task"]
+    task = record["task_summary"]
     return int(task["train_normal"] + task["val_normal"])
 
 
@@ -196,7 +196,7 @@ def one_vs_rest_table(records: list[dict], keys=None, metric: str = "auroc") -> 
                         method_label(r["config"], keys) if len(methods) > 1 else ""])
 
     def row(r):
-        return r["task"]["class_name"]
+        return r["task_summary"]["class_name"]
 
     by_class = sorted(records, key=lambda r: r["config"]["normal_class"])
     table = Table(f"{records[0]['config']['data']}: test {metric} (mean ± std over seeds)", "class",
@@ -251,7 +251,7 @@ def runs_csv(records: list[dict], keys=None) -> str:
     for r in records:
         c, timing, alpha = r["config"], r.get("timing", {}), r.get("alpha_step", {})
         peak = alpha.get("peak_bytes")
-        rows.append([r.get("name"), method_label(c, keys), c["data"], c["normal_class"], r["task"]["class_name"],
+        rows.append([r.get("name"), method_label(c, keys), c["data"], c["normal_class"], r["task_summary"]["class_name"],
                      class_train_count(r), c["ratio"], c["rho"], c["seed"], r["test"]["auroc"],
                      r["test"]["balanced_accuracy"], r["val"].get("auroc"), r["val"].get("balanced_accuracy"),
                      r.get("best_epoch"), r.get("seconds"), timing.get("mean_seconds_build"),
