@@ -51,8 +51,9 @@ class DenseKernel(KernelOperator):
         return {"source": "dense", "matrix": self.K}
 
     def lambda_max_bound(self):
-        # Gershgorin: the largest absolute row sum (in row blocks: no copy of K).
-        return max(float(self.K[i:i + 1024].abs().sum(1).max()) for i in range(0, self.n, 1024))
+        # Gershgorin: the largest absolute row sum, in blocks of rows small
+        # beside K (the alpha-step's peak memory is K itself).
+        return max(float(self.K[i:i + 64].abs().sum(1).max()) for i in range(0, self.n, 64))
 
 
 class RbfOnTheFly(KernelOperator):
@@ -95,12 +96,12 @@ class LowRankKernel(KernelOperator):
         # with a safety factor are tight, and the solver backtracks anyway.
         m = self.Z.shape[1]
         g = torch.Generator(device="cpu").manual_seed(0)
-        u = torch.randn(m, generator=g, dtype=torch.float64).to(self.device)
-        Zd = self.Z.double()
+        # In Z's own dtype: a float64 copy of Z would double the alpha-step's memory.
+        u = torch.randn(m, generator=g, dtype=torch.float64).to(self.device, self.dtype)
         est = 0.0
         for _ in range(30):
-            w = Zd.T @ (Zd @ u)
-            est = float(w.norm())
+            w = self.Z.T @ (self.Z @ u)
+            est = float(w.double().norm())
             if est == 0.0:
                 return 0.0
             u = w / est
