@@ -7,7 +7,8 @@ to the collectives counted.
 Per iteration: seconds (from the difference between a solve of ITERS
 iterations and one of 0, so the start's product and the set-up cancel) and
 bytes passed to all_reduce / all_gather / broadcast by rank 0. The start's
-product (once per solve) is reported apart.
+product (once per solve) is reported apart, and the latency of one small
+all_reduce, which bounds what a second rank can save per iteration.
 """
 
 import json
@@ -70,7 +71,9 @@ def _rank_main(rank, world, init_file, out):
     dual = DualProblem.from_labels(t_r, counts=(int((t > 0).sum()), int((t < 0).sum())))
     rff = kernels.make("rff", GAMMA, M, random_state=0).fit(X_r)
     ops_ = {"exact": distributed.ShardedExact(shard, X_r, GAMMA), "rff": distributed.ShardedFactor(shard, rff.Z_)}
-    report = {}
+    one = torch.zeros(1, dtype=torch.float64)
+    dist.barrier()
+    report = {"latency_s": _timed(lambda: [dist.all_reduce(one) for _ in range(200)]) / 200}
     for name, op in ops_.items():
         run = {}
         for iters in (0, ITERS):
@@ -113,13 +116,15 @@ def test_sharded_alpha_step_scaling(benchmark, tmp_path, kernel):
     threads = torch.get_num_threads()
     base = compiled_single_process()[kernel]
     torch.set_num_threads(threads)
-    runs = {world: sharded(world, tmp_path)[kernel] for world in (1, 2)}
+    reports = {world: sharded(world, tmp_path) for world in (1, 2)}
+    runs = {world: r[kernel] for world, r in reports.items()}
     print(f"\n{kernel} (N={N}, d={D}{', m=%d' % M if kernel != 'exact' else ''}), pairwise FW, per iteration:")
     print(f"  compiled, 1 process:  {base['iter_s'] * 1e3:8.3f} ms   start {base['start_s'] * 1e3:8.1f} ms")
     for world, r in runs.items():
         print(f"  sharded, {world} process(es): {r['iter_s'] * 1e3:8.3f} ms "
               f"({r['iter_s'] / base['iter_s']:.2f}x the compiled loop), {r['iter_bytes']:.0f} bytes/iter/rank; "
               f"start {r['start_s'] * 1e3:8.1f} ms, {r['start_bytes'] / 1e6:.2f} MB/rank")
-    benchmark.extra_info.update({"compiled_iter_s": base["iter_s"], **{
+    print(f"  latency of one 8-byte all_reduce: {reports[2]['latency_s'] * 1e6:.0f} us with 2 processes")
+    benchmark.extra_info.update({"compiled_iter_s": base["iter_s"], "latency_s": reports[2]["latency_s"], **{
         f"world{w}_{k}": v for w, r in runs.items() for k, v in r.items()}})
     benchmark.pedantic(lambda: None, rounds=1)
