@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -41,11 +43,32 @@ def peak_from_events(events) -> int:
 
 
 @contextmanager
+def _native_stderr_silenced():
+    """File descriptor 2 to /dev/null: the profiler's C++ side prints a line to it
+    at every start and stop, which would land in every run's output."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextmanager
 def _cpu_peak(probe: PeakMemory):
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _native_stderr_silenced():  # only around start and stop, never around the measured work
+        prof.start()
+    try:
         yield
+    finally:
+        with _native_stderr_silenced():
+            prof.stop()
     events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
     probe.bytes = peak_from_events(events)
     probe.method = "torch profiler memory events (CPU, torch allocations)"
