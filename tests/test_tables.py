@@ -134,3 +134,25 @@ def test_load_records_names_them_by_folder(tmp_path):
     assert [(r["name"], r["test"]["auroc"]) for r in loaded] == [("a", 0.9), ("b", 0.7)]
     rows = list(csv.DictReader(io.StringIO(tables.runs_csv(loaded))))
     assert rows[0]["name"] == "a" and float(rows[0]["test_auroc"]) == 0.9 and float(rows[0]["alpha_peak_mb"]) == 1.0
+
+
+def test_method_comparison_is_friedman_on_complete_blocks_and_handles_gaps():
+    from scipy.stats import friedmanchisquare
+
+    classes, seeds, ratios = (0, 1, 2, 3), (0, 1), (0.1, 0.5)
+    rng = np.random.default_rng(0)
+    auroc = {(c, s, r, f): float(rng.uniform(0.8, 1.0)) for c in classes for s in seeds for r in ratios
+             for f in (False, True, None)}
+    records = [record(c, s, auroc=auroc[c, s, r, f], ratio=r, frozen=bool(f), epochs=5 if f is None else 30)
+               for c in classes for s in seeds for r in ratios for f in (False, True, None)]
+    text = tables.method_comparison(records)
+    blocks = [(c, r) for c in classes for r in ratios]
+    columns = [[np.mean([auroc[c, s, r, f] for s in seeds]) for c, r in blocks] for f in (False, True, None)]
+    statistic, p_value = friedmanchisquare(*columns)
+    assert f"statistic {statistic:.3f}, df 2, p = {p_value:.3g}" in text
+    assert "(8 blocks used" in text
+    # one method never run on class 0: those blocks have a missing entry, the test still runs
+    partial = [r for r in records if not (r["config"]["normal_class"] == 0 and r["config"]["frozen"])]
+    assert "(8 blocks used" in tables.method_comparison(partial)
+    assert tables.method_comparison([r for r in records if not r["config"]["frozen"] and
+                                     r["config"]["epochs"] == 30]) is None  # one method

@@ -7,6 +7,8 @@ Writes, next to the task folders (or into ``output``):
 * ``long_tailed.{csv,md}``: balanced accuracy per rho / shot group (Table V layout);
 * ``approx_study.{csv,md}``, ``approx_pareto.{csv,md}``, ``approx_study.png``:
   when the sweep varies only the backend and budget (Table IV, Fig. 4);
+* ``methods.md``: with two methods or more, the Skillings-Mack test of them
+  (average ranks, p-value) over data set x class x ratio blocks;
 * ``report.md``: all the Markdown tables, in that order.
 """
 
@@ -57,6 +59,11 @@ def write_report(folder, output=None, keys=None) -> list[Path]:
         _write(out / "long_tailed.csv", table.csv(), written)
         _write(out / "long_tailed.md", table.markdown(), written)
         sections.append(table.markdown())
+
+    comparison = tables.method_comparison(records, keys)
+    if comparison is not None:
+        _write(out / "methods.md", comparison, written)
+        sections.append(comparison)
 
     if approx_study.applies(records) and set(keys) <= approx_study.STUDY_KEYS:
         pts = approx_study.points(records)

@@ -39,7 +39,11 @@ def load_records(folder) -> list[dict]:
     paths = sorted(Path(folder).glob("*/result.json"))
     if not paths:
         raise ValueError(f"{folder}: no finished tasks (no */result.json)")
-    return [{**json.loads(p.read_text()), "name": p.parent.name} for p in paths]
+    records = [{**json.loads(p.read_text()), "name": p.parent.name} for p in paths]
+    for r in records:  # sweeps run before 'task_summary' had the summary under 'task'
+        if "task_summary" not in r and isinstance(r.get("task"), dict):
+            r["task_summary"] = r["task"]
+    return records
 
 
 def _key(value):
@@ -258,3 +262,39 @@ def runs_csv(records: list[dict], keys=None) -> str:
                      timing.get("mean_seconds_solve"), timing.get("mean_seconds_omega"),
                      None if peak is None else peak / 2**20])
     return csv_rows(header, rows)
+
+
+# ---- comparing methods
+
+def method_comparison(records: list[dict], keys=None) -> str | None:
+    """The Skillings-Mack test of the methods over blocks (data set, class, ratio
+    or rho), as in the paper's table captions: each block's value is the test
+    AUROC (one-vs-rest) or balanced accuracy (long-tailed) averaged over seeds; a
+    method missing from a block is a missing entry. Markdown with the average
+    ranks and the p-value; None with fewer than two methods."""
+    from . import stats
+
+    keys = method_keys(records) if keys is None else keys
+    methods = _ordered(method_label(r["config"], keys) for r in records)
+    if len(methods) < 2:
+        return None
+    values: dict = {}
+    for r in records:
+        c = r["config"]
+        metric = "balanced_accuracy" if is_long_tailed(c) else "auroc"
+        block = (c["data"], c["normal_class"], c["ratio"], c["rho"])
+        values.setdefault(block, {}).setdefault(method_label(c, keys), []).append(r["test"][metric])
+    matrix = np.full((len(values), len(methods)), np.nan)
+    for i, by_method in enumerate(values.values()):
+        for j, m in enumerate(methods):
+            if m in by_method:
+                matrix[i, j] = np.mean(by_method[m])
+    title = (f"**Skillings-Mack test of the methods** (blocks: data set x class x ratio or rho, {len(values)} of "
+             "them; test AUROC, balanced accuracy for long-tailed runs; mean over seeds)")
+    try:
+        result = stats.skillings_mack(matrix)
+    except ValueError as err:  # e.g. a disconnected design: say why instead of failing the report
+        return f"{title}: not computed ({err})\n"
+    ranks = [[m, f"{rank:.2f}"] for m, rank in zip(methods, result.average_ranks)]
+    return (f"{title}: statistic {result.statistic:.3f}, df {result.df}, p = {result.p_value:.3g} "
+            f"({result.n_blocks_used} blocks used; rank 1 = best)\n\n" + markdown_rows(["method", "average rank"], ranks))
