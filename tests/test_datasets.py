@@ -169,6 +169,6 @@ def test_a_training_run_on_cifar_files(cifar10_root, tmp_path):
     cfg = TrainConfig(data="cifar10", root=str(cifar10_root), normal_class=0, ratio=0.5, backbone="small_cnn",
                       weights=None, epochs=2, batch_size=8, verbose=0, output=str(tmp_path / "run"))
     model, result, folder = run.train(cfg)
-    assert 0 <= result["test"]["auroc"] <= 1 and result["task"]["test_normal"] == 3
+    assert 0 <= result["test"]["auroc"] <= 1 and result["task_summary"]["test_normal"] == 3
     assert {"config.yaml", "metrics.json", "history.json", "convergence.png", "roc.png", "model.pt",
             "log.txt"} <= {p.name for p in folder.iterdir()}
