@@ -15,9 +15,10 @@ TINY = {"epochs": 1, "seed": [0]}
 
 
 def test_every_preset_loads_at_paper_and_digits_size():
-    assert presets.names() == ["ablation-bandwidth", "ablation-frozen", "approx", "long-tailed", "ratio"]
+    assert presets.names() == ["ablation-bandwidth", "ablation-frozen", "approx", "imagenet-lt", "long-tailed",
+                               "ratio"]
     sizes = {"ratio": 3 * 10 * 10, "long-tailed": 3 * 10 * 10, "approx": 10 * (1 + 7 * 7),
-             "ablation-frozen": 2 * 3 * 10 * 10, "ablation-bandwidth": 5 * 10 * 3}
+             "ablation-frozen": 2 * 3 * 10 * 10, "ablation-bandwidth": 5 * 10 * 3, "imagenet-lt": 1000}
     for name, size in sizes.items():
         preset = presets.load(name)
         assert len(preset.tasks()) == size and preset.description
@@ -38,6 +39,16 @@ def test_overrides_set_axes_where_they_are_and_single_values_in_base():
     assert len(preset.tasks()) == 2 * (1 + 7 * 2)
     new_axis = presets.load("ratio", overrides={"frozen": [False, True]})
     assert new_axis.grid["frozen"] == [False, True]
+
+
+def test_range_axes():
+    imagenet = presets.load("imagenet-lt")
+    assert [values["normal_class"] for _, values in imagenet.tasks()] == list(range(1000))
+    assert all(values["data"] == "imagenet_lt" and values["ratio"] is None for _, values in imagenet.tasks())
+    assert presets.load("imagenet-lt", digits=True).grid["normal_class"] == list(range(10))
+    assert presets.load("ratio", overrides={"seed": {"range": [2, 8, 3]}}).grid["seed"] == [2, 5]
+    with pytest.raises(ValueError, match="range takes"):
+        presets.load("ratio", overrides={"seed": {"range": "0-9"}})
 
 
 def test_parse_assignment_reads_yaml_values():

@@ -8,7 +8,8 @@ embedded digits data at a small size.
 
 Overrides (``--set key=value`` on the command line) are parsed as YAML: a list
 replaces that axis wherever it is (the shared grid or a part), or adds it to
-the shared grid; a single value goes to ``base`` and removes the axis.
+the shared grid; a single value goes to ``base`` and removes the axis. An axis
+may be written ``{range: [start, stop]}``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Preset:
         """A copy with ``values`` applied (lists: axes; single values: base)."""
         base, grid, parts = copy.deepcopy(self.base), copy.deepcopy(self.grid), copy.deepcopy(self.parts)
         for key, value in values.items():
+            value = axis_values(value)
             if isinstance(value, (list, tuple)):
                 holders = [axes for axes in [grid, *parts] if key in axes] or [grid]
                 for axes in holders:
@@ -105,11 +107,24 @@ def load(name: str, digits: bool = False, overrides: dict | None = None) -> Pres
     name, spec = _spec(name)
     if not isinstance(spec, dict) or set(spec) - SECTIONS:
         raise ValueError(f"preset {name!r}: expected a mapping with sections {sorted(SECTIONS)}")
-    preset = Preset(name, spec.get("description", ""), spec.get("base") or {}, spec.get("grid") or {},
-                    spec.get("parts") or [{}])
+    grid = {k: axis_values(v) for k, v in (spec.get("grid") or {}).items()}
+    parts = [{k: axis_values(v) for k, v in part.items()} for part in spec.get("parts") or [{}]]
+    preset = Preset(name, spec.get("description", ""), spec.get("base") or {}, grid, parts)
     if digits:
         preset = preset.override({**DIGITS, **(spec.get("digits") or {})})
     return preset.override(overrides or {})
+
+
+def axis_values(value):
+    """``{range: [start, stop]}`` (or ``[start, stop, step]``) as the list of those
+    integers, for axes too long to write out (ImageNet-LT's 1000 classes); any
+    other value as it is."""
+    if isinstance(value, dict) and set(value) == {"range"}:
+        bounds = value["range"]
+        if not (isinstance(bounds, list) and 1 <= len(bounds) <= 3 and all(isinstance(b, int) for b in bounds)):
+            raise ValueError(f"range takes a list of 1 to 3 integers, got {bounds!r}")
+        return list(range(*bounds))
+    return value
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
