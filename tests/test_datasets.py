@@ -172,3 +172,37 @@ def test_a_training_run_on_cifar_files(cifar10_root, tmp_path):
     assert 0 <= result["test"]["auroc"] <= 1 and result["task_summary"]["test_normal"] == 3
     assert {"config.yaml", "metrics.json", "history.json", "convergence.png", "roc.png", "model.pt",
             "log.txt"} <= {p.name for p in folder.iterdir()}
+
+
+def test_imagenet_lt_preset_end_to_end_with_shot_groups(tmp_path):
+    """The imagenet-lt preset on a tiny ImageNet-LT tree whose three classes are
+    many- (110 training images), medium- (30) and few-shot (10): the sweep runs and
+    the report puts each detector's balanced accuracy in its group."""
+    from dlmsvdd import presets, tables
+    from dlmsvdd.sweep_report import write_report
+
+    root = tmp_path / "imagenet"
+    lines = {"train": [], "test": []}
+    for c, n in enumerate((110, 30, 10)):
+        for i in range(n):
+            lines["train"].append(f"train/n0{c}/img{i}.JPEG {c}")
+            _image(root / f"train/n0{c}/img{i}.JPEG")
+        for i in range(4):
+            lines["test"].append(f"val/v{c}_{i}.JPEG {c}")
+            _image(root / f"val/v{c}_{i}.JPEG")
+    for split, text in lines.items():
+        (root / f"ImageNet_LT_{split}.txt").write_text("\n".join(text) + "\n")
+    preset = presets.load("imagenet-lt", overrides={
+        "root": str(root), "weights": None, "backbone": "small_cnn", "image_size": 32, "epochs": 1,
+        "batch_size": 32, "normal_class": [0, 1, 2]})
+    records = preset.run(tmp_path / "sweep", progress=False)
+    assert [r["status"] for r in records] == ["done"] * 3
+    write_report(tmp_path / "sweep")
+    table = tables.long_tailed_table(tables.load_records(tmp_path / "sweep"))
+    assert table.columns == ["imagenet_lt many", "imagenet_lt medium", "imagenet_lt few", "imagenet_lt all"]
+    (method,) = table.rows
+    bacc = [r["test"]["balanced_accuracy"] for r in records]
+    for group, value in zip(("many", "medium", "few"), bacc):
+        assert table.cells[method, f"imagenet_lt {group}"].mean == pytest.approx(value)
+    assert table.cells[method, "imagenet_lt all"].mean == pytest.approx(np.mean(bacc))
+    assert "imagenet_lt few" in (tmp_path / "sweep" / "long_tailed.md").read_text()
