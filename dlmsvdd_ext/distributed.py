@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -73,16 +72,14 @@ class Shard:
         """Rows ``indices`` (global) of the set whose shard is ``local`` (with this
         shard's ``extra`` values as a last column), on every rank: their owners
         fill them in, the others contribute zeros."""
+        def row(j):  # this shard's row j (no copy of the whole shard)
+            return local[j] if extra is None else torch.cat([local[j], extra[j:j + 1].to(local.dtype)])
+
         indices = [int(i) for i in indices]
-        width = local.shape[1] if local.ndim > 1 else 0
-        out = local.new_zeros((len(indices), width + 1) if extra is not None else (len(indices),) + tuple(local.shape[1:]))
+        out = local.new_zeros((len(indices),) + tuple(row(0).shape))
         for k, i in enumerate(indices):
             if self.start <= i < self.stop:
-                if extra is None:
-                    out[k] = local[i - self.start]
-                else:
-                    out[k, :width] = local[i - self.start]
-                    out[k, width] = extra[i - self.start]
+                out[k] = row(i - self.start)
         dist.all_reduce(out)
         return out
 
@@ -100,9 +97,8 @@ class Shard:
 
 def median_sq_distance(X_local: torch.Tensor, shard: Shard, max_samples: int = 2000, seed=0) -> float:
     """``ops.median_sq_distance`` of the whole set: the same seeded rows, gathered (O(max_samples d))."""
-    m = min(shard.n, int(max_samples))
-    rows = np.arange(shard.n) if m == shard.n else np.sort(np.random.default_rng(seed).choice(shard.n, m, replace=False))
-    return ops.median_sq_distance(shard.rows(X_local, rows), max_samples=m)
+    rows = ops.median_rows(shard.n, max_samples, seed)
+    return ops.median_sq_distance(shard.rows(X_local, rows), max_samples=len(rows))
 
 
 class ShardedKernel:

@@ -25,6 +25,7 @@ __all__ = [
     "rbf_gram",
     "sq_distances",
     "median_sq_distance",
+    "median_rows",
     "rpcholesky",
     "fwht",
     "sorf_features",
@@ -126,6 +127,13 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
     return out
 
 
+def median_rows(n: int, max_samples: int = 2000, seed: int | None = 0) -> np.ndarray:
+    """The rows ``median_sq_distance`` uses among n: all, or a seeded sorted subset
+    of ``max_samples`` (shared with the sharded version, which gathers them)."""
+    m = min(n, int(max_samples))
+    return np.arange(n) if m == n else np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
+
+
 def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) -> float:
     """Median of the squared pairwise distances between rows of ``X``.
 
@@ -140,9 +148,9 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
         raise ValueError(f"X needs at least 2 rows for pairwise distances, got {n}")
     if int(max_samples) < 2:
         raise ValueError(f"max_samples must be at least 2, got {max_samples}")
-    m = min(n, int(max_samples))
+    rows = median_rows(n, max_samples, seed)
+    m = len(rows)
     if m < n:
-        rows = np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
         if isinstance(X, torch.Tensor):
             X = X[torch.as_tensor(rows, device=X.device)]
         else:

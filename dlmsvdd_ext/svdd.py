@@ -206,7 +206,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
                 backend.fit(X_t)
             op = distributed.ShardedFactor(shard, backend.Z_)
         built = _synchronized_clock(X_t.device)
-        warm = self._warm_alpha(shard.gather(t))
+        t_all = shard.gather(t)
+        warm = self._warm_alpha(t_all)
         result, last = distributed.solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
                                          alpha0=None if warm is None else warm[shard.start:shard.stop])
         boundary = kkt_boundary(problem, last)
@@ -219,7 +220,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             backend.fit(X_all)
         else:
             X_all, weights = None, shard.sum(backend.Z_.T @ a_local)
-        return self._store(X_all, shard.gather(t), shard.gather(result.alpha), backend, weights, result, boundary,
+        return self._store(X_all, t_all, shard.gather(result.alpha), backend, weights, result, boundary,
                            X_t.shape[1])
 
     def _bandwidth(self, n: int, median) -> float:

@@ -116,18 +116,24 @@ def test_cifar100_coarse_by_default_fine_on_request(cifar100_root):
     assert coarse.train[3][1] == 0 and coarse.train[7][1] == 1  # items carry the coarse label too
 
 
-def test_imagenet_lt_split_files(tmp_path):
-    root = tmp_path / "imagenet"
+def _imagenet_lt_tree(root, train_counts, test_per_class):
+    """ImageNet-LT split files over small random JPEGs: class c has train_counts[c]
+    training images and test_per_class test images."""
     lines = {"train": [], "test": []}
-    for c in range(3):
-        for i in range(6 - c):
+    for c, n in enumerate(train_counts):
+        for i in range(n):
             lines["train"].append(f"train/n0{c}/img{i}.JPEG {c}")
             _image(root / f"train/n0{c}/img{i}.JPEG")
-        for i in range(2):
+        for i in range(test_per_class):
             lines["test"].append(f"val/v{c}_{i}.JPEG {c}")
             _image(root / f"val/v{c}_{i}.JPEG")
     for split, text in lines.items():
         (root / f"ImageNet_LT_{split}.txt").write_text("\n".join(text) + "\n")
+    return root
+
+
+def test_imagenet_lt_split_files(tmp_path):
+    root = _imagenet_lt_tree(tmp_path / "imagenet", train_counts=(6, 5, 4), test_per_class=2)
     source = datasets.load("imagenet_lt", root)
     assert source.train_labels.tolist() == [0] * 6 + [1] * 5 + [2] * 4 and len(source.test) == 6
     image, label = source.train[7]
@@ -181,17 +187,7 @@ def test_imagenet_lt_preset_end_to_end_with_shot_groups(tmp_path):
     from dlmsvdd import presets, tables
     from dlmsvdd.sweep_report import write_report
 
-    root = tmp_path / "imagenet"
-    lines = {"train": [], "test": []}
-    for c, n in enumerate((110, 30, 10)):
-        for i in range(n):
-            lines["train"].append(f"train/n0{c}/img{i}.JPEG {c}")
-            _image(root / f"train/n0{c}/img{i}.JPEG")
-        for i in range(4):
-            lines["test"].append(f"val/v{c}_{i}.JPEG {c}")
-            _image(root / f"val/v{c}_{i}.JPEG")
-    for split, text in lines.items():
-        (root / f"ImageNet_LT_{split}.txt").write_text("\n".join(text) + "\n")
+    root = _imagenet_lt_tree(tmp_path / "imagenet", train_counts=(110, 30, 10), test_per_class=4)
     preset = presets.load("imagenet-lt", overrides={
         "root": str(root), "weights": None, "backbone": "small_cnn", "image_size": 32, "epochs": 1,
         "batch_size": 32, "normal_class": [0, 1, 2]})
