@@ -102,6 +102,7 @@ struct RowBlock {
                      T gamma, bool distances_only, Fn&& fn) {
     constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
     Tile<T>* spill = reinterpret_cast<Tile<T>*>(partial.data());
+    const bool streamed = panels != own_panels.data();  // a view of PackedRows, not this thread's block
     for (int64_t jb = j_begin; jb < j_end; jb += kBlockPanels * NR) {
       const int64_t jb_end = std::min(j_end, jb + kBlockPanels * NR);
       for (int64_t p0 = 0; p0 < d; p0 += kDepthChunk) {
@@ -114,7 +115,10 @@ struct RowBlock {
           for (int64_t q = 0; q < qe; ++q) {
             Tile<T> acc;
             if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
-            dot_tile_accumulate<T>(panels + q * d * MR + p0 * MR, b, len, acc);
+            if (streamed)
+              dot_tile_accumulate<T, true>(panels + q * d * MR + p0 * MR, b, len, acc);
+            else
+              dot_tile_accumulate<T, false>(panels + q * d * MR + p0 * MR, b, len, acc);
             if (!last) {
               tile_copy<T>(spill_j[q], acc);
               continue;
