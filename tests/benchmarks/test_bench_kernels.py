@@ -64,7 +64,7 @@ def test_structured_maps_against_dense_rff(benchmark, features):
                     runs[base, mm] = error(base, mm)
                 against[s, base] = (base, mm)
         maps = {key: fitted(*key) for key in runs}
-        t = time_interleaved({key: (lambda f=f: features_of(f, X)) for key, f in maps.items()}, 7)
+        t = time_interleaved({key: (lambda f=f: features_of(f, X)) for key, f in maps.items()}, 7, settle=0.3)
     ratios = {f"{s}_vs_{base}": t[against[s, base]] / t[s, m] for s, base in against}
     label = {key: f"{key[0]}_m{key[1]}" for key in runs}
     benchmark.extra_info.update({**{f"s_{label[k]}": v for k, v in t.items()},
@@ -83,7 +83,7 @@ def test_nystrom_against_torch_and_sklearn(benchmark, features):
     m = 1024
     ours = kernels.make("nystrom", gamma, m, random_state=0)
     t = time_interleaved({"ours": lambda: ours.fit_transform(X),
-                          "torch": lambda: baselines.nystrom_torch(X, gamma, m, seed=0)}, 3)
+                          "torch": lambda: baselines.nystrom_torch(X, gamma, m, seed=0)}, 3, settle=0.3)
     sub = slice(0, 1000)
     K = ops.rbf_gram(X[sub].double(), None, gamma)
     sk = Nystroem(gamma=gamma, n_components=m, random_state=0).fit(X.numpy())

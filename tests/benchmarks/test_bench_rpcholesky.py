@@ -7,11 +7,10 @@ The interleaved comparison alternates, each round, ours and the numpy version
 in float32 and in float64 (numpy's default, and the reference code's dtype)
 at the same block size, numpy float32 at the block size where it is fastest
 here, and the floor: the bare matrix product X X_S^T of the rank pivot columns
-(torch), which any implementation has to compute. Its times, ratios and the
-factors' residual traces are printed and stored in extra_info.
+(torch), which any implementation has to compute. Each call starts after a
+0.3 s settle (see time_interleaved). Its times, ratios and the factors'
+residual traces are printed and stored in extra_info.
 """
-
-import time
 
 import numpy as np
 import pytest
@@ -49,13 +48,6 @@ def _pivot_columns(X, pivots):
     return X @ X[pivots].T
 
 
-def _pause():
-    """Lets each library's idle threads go to sleep before the other runs:
-    OpenBLAS's spin for ~0.1 s after a call (its THREAD_TIMEOUT) and would
-    take one of the two cores from whatever runs next."""
-    time.sleep(0.3)
-
-
 def _residual_trace(L):
     """tr(K - L L^T) / tr K; the RBF kernel's diagonal is 1."""
     return 1.0 - float(np.einsum("ij,ij->", L, L, dtype=np.float64)) / L.shape[0]
@@ -71,15 +63,13 @@ def test_rpcholesky_interleaved(benchmark, data):
     X, gamma = data
     X64 = X.astype(np.float64)
     Xt, piv_t = torch.from_numpy(X), torch.from_numpy(_ours(X, gamma)[1])
-    pause = {"pause": _pause}
     t = _interleaved({
-        "ours": lambda: _ours(X, gamma), **pause,
-        "numpy_f32": lambda: _numpy(X, gamma), "pause_1": _pause,
-        "numpy_f64": lambda: _numpy(X64, gamma), "pause_2": _pause,
-        "numpy_f32_best_block": lambda: _numpy(X, gamma, NUMPY_BEST_BLOCK), "pause_3": _pause,
-        "pivot_columns_matmul": lambda: _pivot_columns(Xt, piv_t), "pause_4": _pause,
-    }, 5)
-    t = {k: v for k, v in t.items() if not k.startswith("pause")}
+        "ours": lambda: _ours(X, gamma),
+        "numpy_f32": lambda: _numpy(X, gamma),
+        "numpy_f64": lambda: _numpy(X64, gamma),
+        "numpy_f32_best_block": lambda: _numpy(X, gamma, NUMPY_BEST_BLOCK),
+        "pivot_columns_matmul": lambda: _pivot_columns(Xt, piv_t),
+    }, 5, settle=0.3)
     (L, piv), (F, _), (F64, _) = _ours(X, gamma), _numpy(X, gamma), _numpy(X64, gamma)
     assert L.shape == (N, RANK) and len(np.unique(piv)) == RANK
     info = {**t, **{f"speedup_vs_{k}": t[k] / t["ours"] for k in t if k.startswith("numpy")},
