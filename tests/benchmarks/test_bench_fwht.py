@@ -5,9 +5,10 @@ The case is 6000 x 2048 float32 (a SORF / Fastfood block over a CNN feature set)
 Ours is timed three ways: ops.fwht(X) as called (a fresh 49 MB output, whose
 first-touch page faults cost as much as the transform), into a preallocated
 out, and in place. The baselines are the torch butterfly of dlmsvdd.baselines,
-the same butterfly with two preallocated buffers (no allocation per level),
-the dense Hadamard matmul X @ H, and a bare copy (the memory-traffic floor of
-an out-of-place transform). The interleaved comparison alternates them per
+the same butterfly with two buffers (no allocation per level), allocated per
+call or (to compare with our preallocated out) beforehand, the dense Hadamard
+matmul X @ H, and a bare copy (the memory-traffic floor of an out-of-place
+transform). The interleaved comparison alternates them per
 round, so that machine noise hits all alike; its ratios go to extra_info.
 """
 
@@ -30,11 +31,12 @@ def _hadamard(length):
     return torch.from_numpy(scipy.linalg.hadamard(length)).float()
 
 
-def _torch_two_buffers(X):
-    """fwht_torch's levels with torch.add / torch.sub into two preallocated
-    buffers in turn: the same arithmetic without a new 49 MB tensor per level."""
+def _torch_two_buffers(X, buffers=None):
+    """fwht_torch's levels with torch.add / torch.sub into two buffers in turn:
+    the same arithmetic without a new 49 MB tensor per level. The buffers are
+    allocated per call unless given (then the result is one of them)."""
     L = X.shape[-1]
-    buffers = (torch.empty_like(X), torch.empty_like(X))
+    buffers = buffers or (torch.empty_like(X), torch.empty_like(X))
     src, h, level = X, 1, 0
     while h < L:
         dst = buffers[level % 2]
@@ -63,6 +65,7 @@ def test_fwht_interleaved(benchmark):
     X = _data()
     H = _hadamard(LENGTH)
     out = torch.empty_like(X)
+    buffers = (torch.empty_like(X), torch.empty_like(X))
     Y = X.clone()
     expected = fwht_torch(X)
     scale = expected.abs().max()
@@ -75,6 +78,7 @@ def test_fwht_interleaved(benchmark):
         "ours_in_place": lambda: ops.fwht(Y, normalized=True, out=Y),
         "torch": lambda: fwht_torch(X),
         "torch_two_buffers": lambda: _torch_two_buffers(X),
+        "torch_two_buffers_preallocated": lambda: _torch_two_buffers(X, buffers),
         "matmul": lambda: X @ H,
         "copy": lambda: out.copy_(X),
     }, 7)
@@ -82,6 +86,7 @@ def test_fwht_interleaved(benchmark):
         "speedup_vs_torch": t["torch"] / t["ours"],
         "speedup_preallocated_vs_torch": t["torch"] / t["ours_preallocated"],
         "speedup_vs_torch_two_buffers": t["torch_two_buffers"] / t["ours"],
+        "speedup_both_preallocated_vs_torch_two_buffers": t["torch_two_buffers_preallocated"] / t["ours_preallocated"],
         "speedup_vs_matmul": t["matmul"] / t["ours"],
         "preallocated_over_copy": t["ours_preallocated"] / t["copy"],
     }
@@ -90,6 +95,8 @@ def test_fwht_interleaved(benchmark):
     print(f"\nfwht {ROWS}x{LENGTH} float32: ours {ms['ours']:.2f} ms (preallocated out {ms['ours_preallocated']:.2f}, "
           f"in place {ms['ours_in_place']:.2f}; copy {ms['copy']:.2f}); torch butterfly {ms['torch']:.1f} ms "
           f"-> {ratios['speedup_vs_torch']:.1f}x ({ratios['speedup_preallocated_vs_torch']:.1f}x preallocated); "
-          f"torch two buffers {ms['torch_two_buffers']:.1f} ms -> {ratios['speedup_vs_torch_two_buffers']:.1f}x; "
+          f"torch two buffers {ms['torch_two_buffers']:.1f} ms -> {ratios['speedup_vs_torch_two_buffers']:.1f}x "
+          f"(both preallocated: {ms['torch_two_buffers_preallocated']:.1f} ms -> "
+          f"{ratios['speedup_both_preallocated_vs_torch_two_buffers']:.1f}x); "
           f"dense matmul {ms['matmul']:.1f} ms -> {ratios['speedup_vs_matmul']:.1f}x")
     benchmark.pedantic(lambda: None, rounds=1)  # the timings above are the measurement
