@@ -27,8 +27,9 @@ def best_threshold(targets, scores) -> float:
 
 
 def predict(scores, threshold: float) -> np.ndarray:
-    """+1 normal (f < threshold), -1 anomaly."""
-    return np.where(np.asarray(scores) >= threshold, -1, 1)
+    """+1 normal (f < threshold), -1 anomaly. Compared in float64: the threshold
+    may be float64's largest value (roc_curve's +inf), which float32 cannot hold."""
+    return np.where(np.asarray(scores, dtype=np.float64) >= threshold, -1, 1)
 
 
 def balanced_accuracy(targets, scores, threshold: float) -> float:
