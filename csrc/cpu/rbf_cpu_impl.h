@@ -115,10 +115,14 @@ struct RowBlock {
           for (int64_t q = 0; q < qe; ++q) {
             Tile<T> acc;
             if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
-            if (streamed)
-              dot_tile_accumulate<T, true>(panels + q * d * MR + p0 * MR, b, len, acc);
+            const T* a = panels + q * d * MR + p0 * MR;
+            if (kOutlineDotLoop && len >= kOutlinedDepth)
+              streamed ? dot_tile_accumulate_outlined<T, true>(a, b, len, acc)
+                       : dot_tile_accumulate_outlined<T, false>(a, b, len, acc);
+            else if (streamed)
+              dot_tile_accumulate<T, true>(a, b, len, acc);
             else
-              dot_tile_accumulate<T, false>(panels + q * d * MR + p0 * MR, b, len, acc);
+              dot_tile_accumulate<T, false>(a, b, len, acc);
             if (!last) {
               tile_copy<T>(spill_j[q], acc);
               continue;

@@ -110,6 +110,19 @@ __attribute__((always_inline)) inline void dot_tile_accumulate(const T* __restri
   tile_copy<T>(acc, r_acc);
 }
 
+// The same, as a function of its own: with 16 vector registers (AVX2, SSE)
+// GCC spills part of the tile when the loop is inlined into the matvec's
+// epilogues. Called for long depth chunks, where the call costs nothing.
+template <typename T, bool PrefetchRows>
+__attribute__((noinline)) void dot_tile_accumulate_outlined(const T* __restrict a, const T* __restrict b,
+                                                            int64_t len, Tile<T>& acc) {
+  dot_tile_accumulate<T, PrefetchRows>(a, b, len, acc);
+}
+
+// With 16 vector registers, depth chunks from this long on take the outlined loop.
+constexpr bool kOutlineDotLoop = DLMSVDD_VEC_BYTES < 64;
+constexpr int64_t kOutlinedDepth = 128;
+
 // In place: dot products -> squared distances -> kernel values (unless distances_only).
 template <typename T>
 __attribute__((always_inline)) inline void tile_to_kernel(Tile<T>& acc, const T* xn, const T* yn, T gamma,
