@@ -229,11 +229,17 @@ class RPCholesky(_LandmarkKernel):
     """Randomly pivoted Cholesky (compiled): K ~ L L^T with pivots P sampled in
     proportion to the residual diagonal. New points map like Nystrom on the
     pivots: z(x) = K(x, P) L_P^(-T), L_P = L[P] lower triangular, which gives
-    L back on the training points."""
+    L back on the training points.
+
+    ``block_size`` candidates per round (ops.rpcholesky's accelerated variant,
+    whose pivots follow the sequential algorithm's distribution): 32 was the
+    fastest of 1-128 here, 10-16x faster than one pivot at a time (6000 x 2048,
+    m = 1024: 0.14 s against 1.9 s; 3000 x 128, m = 1024: 0.024 s against
+    0.39 s) at the same residual trace."""
 
     name = "rpcholesky"
 
-    def __init__(self, gamma, n_components=256, random_state=None, block_size: int = 1):
+    def __init__(self, gamma, n_components=256, random_state=None, block_size: int = 32):
         super().__init__(gamma, n_components, random_state)
         self.block_size = int(block_size)
 
