@@ -233,9 +233,11 @@ class RPCholesky(_LandmarkKernel):
 
     ``block_size`` candidates per round (ops.rpcholesky's accelerated variant,
     whose pivots follow the sequential algorithm's distribution): 32 was the
-    fastest of 1-128 here, 10-16x faster than one pivot at a time (6000 x 2048,
-    m = 1024: 0.14 s against 1.9 s; 3000 x 128, m = 1024: 0.024 s against
-    0.39 s) at the same residual trace."""
+    fastest of 1-128 at 3000 x 128 and within noise of 64 and 128 at
+    6000 x 2048; 10-16x faster than one pivot at a time (6000 x 2048, m = 1024:
+    0.14 s against 1.9 s; 3000 x 128, m = 1024: 0.024 s against 0.39 s) at
+    the same residual trace. Pivots for a given random_state differ from
+    those of block_size=1 (the default until November 2026)."""
 
     name = "rpcholesky"
 

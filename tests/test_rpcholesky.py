@@ -112,6 +112,21 @@ def test_matches_reference(backend, dtype, block_size):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("block_size", [16, 32])
+def test_matches_reference_through_the_tiled_columns(cpu_isa, dtype, block_size):
+    """More than 8 columns a round and d past one depth chunk (256): the pivot
+    columns come from the tiled Gram kernel over X packed once (prefetched
+    row panels, partial tiles kept between chunks), not the streaming path."""
+    rng = np.random.default_rng(block_size)
+    X = clustered(rng, 400, 300, dtype)
+    gamma, rank, seed = 0.5 / 300, 64, 99
+    L, piv = ops.rpcholesky(X, gamma, rank, seed=seed, block_size=block_size)
+    L_ref, piv_ref = reference_rpcholesky(X, gamma, rank, seed, block_size, NEGLIGIBLE[dtype])
+    np.testing.assert_array_equal(piv, piv_ref)
+    np.testing.assert_allclose(L, L_ref, rtol=0, atol=L_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_emulated_grid_stride_matches_cpu(dtype):
     """More rows than the emulation's 2 blocks of 256 threads: the kernels' grid-stride loops."""
     rng = np.random.default_rng(7)

@@ -62,6 +62,7 @@ struct RowBlock {
   AlignedBuffer<T> own_panels, own_norms, partial;
   const T* panels = nullptr;
   const T* norms = nullptr;
+  bool streamed = false;  // panels view PackedRows (in memory), not this thread's own block (in L2)
   int64_t mc, max_panels, begin = 0, rows = 0, n_panels = 0;
   explicit RowBlock(int64_t mc_)
       : partial(kBlockPanels * mc_ * TileShape<T>::NR, AlignedBuffer<T>::uninitialized),
@@ -84,11 +85,13 @@ struct RowBlock {
                         own_norms.data() + q * MR);
     panels = own_panels.data();
     norms = own_norms.data();
+    streamed = false;
   }
   void view(const PackedRows<T>& all, const RbfProblem<T>& pb, int64_t block_begin) {
     locate(pb, block_begin);  // begin is a multiple of mc, so of MR: whole panels
     panels = all.panels.data() + begin * pb.d;
     norms = all.norms.data() + begin;
+    streamed = true;
   }
   // Calls fn(q, j0, tile) for every column panel j0 in [j_begin, j_end) and
   // row panel q < q_end(j0), with their kernel (or distance) tile. Loop
@@ -102,7 +105,6 @@ struct RowBlock {
                      T gamma, bool distances_only, Fn&& fn) {
     constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR;
     Tile<T>* spill = reinterpret_cast<Tile<T>*>(partial.data());
-    const bool streamed = panels != own_panels.data();  // a view of PackedRows, not this thread's block
     for (int64_t jb = j_begin; jb < j_end; jb += kBlockPanels * NR) {
       const int64_t jb_end = std::min(j_end, jb + kBlockPanels * NR);
       for (int64_t p0 = 0; p0 < d; p0 += kDepthChunk) {
@@ -116,9 +118,11 @@ struct RowBlock {
             Tile<T> acc;
             if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
             const T* a = panels + q * d * MR + p0 * MR;
-            if (kOutlineDotLoop && len >= kOutlinedDepth)
-              streamed ? dot_tile_accumulate_outlined<T, true>(a, b, len, acc)
-                       : dot_tile_accumulate_outlined<T, false>(a, b, len, acc);
+            const bool outlined = kOutlineDotLoop && len >= kOutlinedDepth;
+            if (outlined && streamed)
+              dot_tile_accumulate_outlined<T, true>(a, b, len, acc);
+            else if (outlined)
+              dot_tile_accumulate_outlined<T, false>(a, b, len, acc);
             else if (streamed)
               dot_tile_accumulate<T, true>(a, b, len, acc);
             else

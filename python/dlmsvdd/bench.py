@@ -30,7 +30,8 @@ def time_interleaved(fns: dict, rounds: int, settle: float = 0.0) -> dict[str, f
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            time.sleep(settle)
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

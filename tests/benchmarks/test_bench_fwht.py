@@ -69,7 +69,7 @@ def test_fwht_interleaved(benchmark):
     Y = X.clone()
     expected = fwht_torch(X)
     scale = expected.abs().max()
-    for result in (ops.fwht(X), _torch_two_buffers(X), X @ H):
+    for result in (ops.fwht(X), _torch_two_buffers(X), _torch_two_buffers(X, buffers), X @ H):
         assert float((result - expected).abs().max() / scale) < 1e-5
     t = _interleaved({
         "ours": lambda: ops.fwht(X),
