@@ -60,10 +60,12 @@ constexpr int64_t kDepthChunk = 256;
 
 // How far ahead (in depth steps) the micro-kernel prefetches a row panel that
 // streams from memory (X packed once for many products, RPCholesky's pivot
-// columns): the hardware prefetcher alone leaves the broadcasts waiting. It
-// took 128 pivot columns of a 6000 x 2048 X from 253 to 285 GFLOP/s on 2
-// cores; a row block packed by its own thread sits in L2, and there the
-// prefetch only costs (3-5% at d = 64), so it is off.
+// columns): the hardware prefetcher alone leaves the broadcasts waiting. In a
+// chunk's last steps it runs on into the next row panel's chunk. It took 128
+// pivot columns of a 6000 x 2048 X from 253 to 285 GFLOP/s on 2 cores, and
+// to 350 with the run-on (torch's sgemm: 340-370); a row block packed by its
+// own thread sits in L2, and there the prefetch only costs (3-5% at d = 64),
+// so it is off.
 constexpr int64_t kRowPrefetch = 64;
 
 template <typename T>
@@ -84,10 +86,11 @@ __attribute__((always_inline)) inline void tile_copy(Tile<T>& dst, const Tile<T>
 }
 
 // acc[r][v] += sum_{p < len} a[p][r] * b[p][v*W + lane]; a, b packed panels.
-// PrefetchRows: a streams from memory (see kRowPrefetch).
+// PrefetchRows: a streams from memory (see kRowPrefetch); a_next is the row
+// micro-panel the caller takes next, at the same depth (or a itself).
 template <typename T, bool PrefetchRows>
 __attribute__((always_inline)) inline void dot_tile_accumulate(const T* __restrict a, const T* __restrict b,
-                                                               int64_t len, Tile<T>& acc) {
+                                                               int64_t len, Tile<T>& acc, const T* a_next) {
   constexpr int MR = TileShape<T>::MR, NV = TileShape<T>::NV, NR = TileShape<T>::NR;
   constexpr int W = Simd<T>::W;
   // A local copy: GCC keeps it in registers, while the caller's tile, whose
@@ -96,7 +99,10 @@ __attribute__((always_inline)) inline void dot_tile_accumulate(const T* __restri
   Tile<T> r_acc;
   tile_copy<T>(r_acc, acc);
   for (int64_t p = 0; p < len; ++p) {
-    if constexpr (PrefetchRows) __builtin_prefetch(a + std::min(p + kRowPrefetch, len - 1) * MR);
+    if constexpr (PrefetchRows) {
+      const int64_t ahead = p + kRowPrefetch;
+      __builtin_prefetch(ahead < len ? a + ahead * MR : a_next + std::min(ahead - len, len - 1) * MR);
+    }
     VecOf<T> bv[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) bv[v] = vload(b + p * NR + v * W);
@@ -118,8 +124,8 @@ __attribute__((always_inline)) inline void dot_tile_accumulate(const T* __restri
 // code generation, measured under set_cpu_isa("avx2"), not a design guarantee.
 template <typename T, bool PrefetchRows>
 __attribute__((noinline)) void dot_tile_accumulate_outlined(const T* __restrict a, const T* __restrict b,
-                                                            int64_t len, Tile<T>& acc) {
-  dot_tile_accumulate<T, PrefetchRows>(a, b, len, acc);
+                                                            int64_t len, Tile<T>& acc, const T* a_next) {
+  dot_tile_accumulate<T, PrefetchRows>(a, b, len, acc, a_next);
 }
 
 // With 16 vector registers, depth chunks from this long on take the outlined loop.
