@@ -19,19 +19,25 @@ def unit_rows(n: int, d: int, seed: int) -> torch.Tensor:
     return torch.nn.functional.normalize(torch.randn(n, d, generator=g), dim=1)
 
 
-def time_interleaved(fns: dict, rounds: int, settle: float = 0.0) -> dict[str, float]:
+def time_interleaved(fns: dict, rounds: int, settle: float = 0.0, warm: bool = False) -> dict[str, float]:
     """Median seconds per call of each function, calling them in turn each round.
 
     ``settle`` seconds of sleep before each call let the previous library's
     idle threads go to sleep: OpenBLAS's spin for ~0.1 s after a call (its
     THREAD_TIMEOUT) and would take one of the cores from whatever runs next
     (on 2 cores that halved the speed of the maps timed after scikit-learn).
+    ``warm`` calls each function once, untimed, just before its timed call:
+    in this VM the first large allocation after another library has freed a
+    few hundred MB is slow (a 20 ms map took 40-50 ms), and that belongs to
+    the memory's history, not to the function.
     """
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             if settle:
                 time.sleep(settle)
+            if warm:
+                fn()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
