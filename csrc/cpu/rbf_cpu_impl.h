@@ -118,16 +118,7 @@ struct RowBlock {
             Tile<T> acc;
             if (first) tile_zero<T>(acc); else tile_copy<T>(acc, spill_j[q]);
             const T* a = panels + q * d * MR + p0 * MR;
-            const T* a_next = q + 1 < qe ? a + d * MR : a;
-            const bool outlined = kOutlineDotLoop && len >= kOutlinedDepth;
-            if (outlined && streamed)
-              dot_tile_accumulate_outlined<T, true>(a, b, len, acc, a_next);
-            else if (outlined)
-              dot_tile_accumulate_outlined<T, false>(a, b, len, acc, a_next);
-            else if (streamed)
-              dot_tile_accumulate<T, true>(a, b, len, acc, a_next);
-            else
-              dot_tile_accumulate<T, false>(a, b, len, acc, a_next);
+            dot_tile<T>(streamed, a, b, len, acc, q + 1 < qe ? a + d * MR : a);
             if (!last) {
               tile_copy<T>(spill_j[q], acc);
               continue;

@@ -132,6 +132,22 @@ __attribute__((noinline)) void dot_tile_accumulate_outlined(const T* __restrict 
 constexpr bool kOutlineDotLoop = DLMSVDD_VEC_BYTES < 64;
 constexpr int64_t kOutlinedDepth = 128;
 
+// dot_tile_accumulate in the variant for this chunk: prefetching when the row
+// panel streams from memory, outlined for long chunks with 16 registers.
+template <typename T>
+__attribute__((always_inline)) inline void dot_tile(bool streamed, const T* a, const T* b, int64_t len, Tile<T>& acc,
+                                                    const T* a_next) {
+  const bool outlined = kOutlineDotLoop && len >= kOutlinedDepth;
+  if (outlined && streamed)
+    dot_tile_accumulate_outlined<T, true>(a, b, len, acc, a_next);
+  else if (outlined)
+    dot_tile_accumulate_outlined<T, false>(a, b, len, acc, a_next);
+  else if (streamed)
+    dot_tile_accumulate<T, true>(a, b, len, acc, a_next);
+  else
+    dot_tile_accumulate<T, false>(a, b, len, acc, a_next);
+}
+
 // In place: dot products -> squared distances -> kernel values (unless distances_only).
 template <typename T>
 __attribute__((always_inline)) inline void tile_to_kernel(Tile<T>& acc, const T* xn, const T* yn, T gamma,

@@ -32,8 +32,9 @@ def test_structured_maps_against_dense_rff(benchmark, features):
     """SORF / Fastfood feature maps at m = 4096 (the fused compiled map, as
     transform runs without gradients) against scikit-learn's RBFSampler and a
     torch RFF (x @ Omega^T, then cos), timed interleaved in this process (each
-    call warmed, see time_interleaved), at equal approximation error: the relative Frobenius error of Z Z^T on 1000 of
-    the points (mean of 3 seeds) is measured for each; where a structured map's
+    call warmed, see time_interleaved), at equal approximation error: the
+    relative Frobenius error of Z Z^T on 1000 of the points (mean of 3 seeds)
+    is measured for each; where a structured map's
     error is larger than a baseline's, that baseline is also timed at the
     smaller m that gives the same error (error ~ m^(-1/2); its measured error
     is printed), and the speed-up is taken against it."""

@@ -114,17 +114,14 @@ def test_rbf_matvec_per_instruction_set(benchmark):
         return run
 
     reference = ops.rbf_matvec(X, Y, v, gamma)
-    try:
-        for isa in isas:
-            ops.set_cpu_isa(isa)
-            torch.testing.assert_close(ops.rbf_matvec(X, Y, v, gamma), reference, rtol=1e-4, atol=1e-3)
-    finally:
-        ops.set_cpu_isa(active)
     fns = {"matmul_xy": lambda: torch_baselines.cross_product(X, Y)}
     for isa in isas:
         fns[f"{isa}_xy"] = under(isa, lambda: ops.rbf_matvec(X, Y, v, gamma))
         fns[f"{isa}_xx"] = under(isa, lambda: ops.rbf_matvec(X, None, v, gamma))
     try:
+        for isa in isas:
+            ops.set_cpu_isa(isa)
+            torch.testing.assert_close(ops.rbf_matvec(X, Y, v, gamma), reference, rtol=1e-4, atol=1e-3)
         t = _interleaved(fns, 3, settle=0.3)
     finally:
         ops.set_cpu_isa(active)
