@@ -5,10 +5,9 @@
 * ``dlmsvdd_ext.LpSVDD``: the scikit-learn outlier estimator on fixed features.
 """
 
-from . import _C, ops
-from .svdd import LpSVDD
-
-__version__ = "0.1.0"
+from ._version import __version__
+from . import _C, ops  # noqa: E402
+from .svdd import LpSVDD  # noqa: E402
 
 
 def built_with_cuda() -> bool:

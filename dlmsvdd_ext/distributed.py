@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from . import ops
 from .dual import DualProblem
-from .solver import SolveResult, kkt_boundary
+from .solver import SolveResult, StoppingRule, kkt_boundary
 
 METHODS = ("pairwise", "paper")  # APG needs whole kernel products every iteration
 
@@ -222,24 +222,15 @@ def solve(op: ShardedKernel, problem: DualProblem, method: str = "pairwise", max
     t, coefs, shard = problem.t, problem.coefs(), op.shard
     alpha = problem.uniform_alpha() if alpha0 is None else alpha0.to(t.dtype).clone()
     Ka = op.matvec(alpha * t)
-    hist = {"objective": [], "gap": []}
 
     def add_local(i: int, value: float):
         if shard.start <= i < shard.stop:
             alpha[i - shard.start] += value
 
-    converged, it = False, 0
-    while True:
-        r = oracle(op, alpha, Ka, problem)
-        hist["objective"].append(r["objective"])
-        hist["gap"].append(r["gap"])
-        if r["gap"] <= tol * abs(r["objective"]):
-            converged = True
-            break
-        if it == max_iter:
-            break
+    rule = StoppingRule(max_iter, tol)
+    while not rule.done(r := oracle(op, alpha, Ka, problem)):
         if method == "paper":  # alpha <- (1 - lambda) alpha + lambda s, s = mu_N e_i + mu_A e_l
-            lam = 2.0 / (it + 2 + step_offset)
+            lam = 2.0 / (rule.n_iter + 2 + step_offset)
             atoms = [r["fw_normal"]] + ([r["fw_anomaly"]] if r["fw_anomaly"] >= 0 else [])
             cols = op.columns(op.atoms(atoms, alpha)[0])
             Ka.mul_(1.0 - lam).add_(cols[:, 0], alpha=lam * coefs["mu_normal"])
@@ -263,8 +254,8 @@ def solve(op: ShardedKernel, problem: DualProblem, method: str = "pairwise", max
             Ka.add_(cols[:, 0] - cols[:, 1], alpha=step if c == "normal" else -step)
             add_local(s, step)
             add_local(a, -step)
-        it += 1
-    result = SolveResult(alpha, Ka, r["objective"], r["gap"], it, op.n_matvec, converged, method, hist,
-                         time.perf_counter() - start)
+        rule.step()
+    result = SolveResult(alpha, Ka, r["objective"], r["gap"], rule.n_iter, op.n_matvec, rule.converged, method,
+                         rule.history, time.perf_counter() - start)
     return result, r
 

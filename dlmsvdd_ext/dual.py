@@ -10,7 +10,6 @@ The feasible set is a product of two scaled simplices: the normal weights sum to
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -45,17 +44,13 @@ class DualProblem:
             n_normal, n_anomaly = (int(c) for c in counts)
         if n_normal == 0:
             raise ValueError("there are no normal samples (label +1)")
-        if not (p > 1) or not math.isfinite(p):
-            raise ValueError(f"p must be a finite number > 1, got {p}")
-        if not (nu >= 1) or not math.isfinite(nu):
-            raise ValueError(f"nu must be >= 1, got {nu}")
+        from . import params  # imported here: params imports the solver, which imports this module
+
+        params.check({"p": p, "nu": nu, "c1": c1, "c2": c2})
         if n_anomaly == 0 and nu != 1:
             raise ValueError(f"without anomalies nu must be 1 (one-class SVDD), got {nu}")
         c1 = 1.0 / n_normal if c1 is None else float(c1)
         c2 = (1.0 / n_anomaly if n_anomaly else 1.0) if c2 is None else float(c2)
-        for name, c in (("c1", c1), ("c2", c2)):
-            if not (c > 0) or not math.isfinite(c):
-                raise ValueError(f"{name} must be a positive finite number, got {c}")
         return cls(t=t, p=float(p), nu=float(nu), c1=c1, c2=c2, n_normal=n_normal, n_anomaly=n_anomaly)
 
     # -- derived constants

@@ -30,6 +30,7 @@ from scipy.stats import qmc
 
 from . import ops
 from .kernel_operator import KernelOperator, LowRankKernel, exact_rbf_operator
+from .validation import check_features, check_gamma
 
 BACKENDS = ("exact", "nystrom", "rff", "qmc_rff", "orf", "sorf", "fastfood", "rpcholesky")
 
@@ -87,17 +88,6 @@ def _generator(random_state) -> np.random.Generator:
     return np.random.default_rng(random_state)
 
 
-def _check_features(X, name="X") -> torch.Tensor:
-    if isinstance(X, np.ndarray):
-        X = torch.from_numpy(X)
-    if not isinstance(X, torch.Tensor) or X.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (n, d)")
-    if X.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-    return X
-
 
 # ---- the backends
 
@@ -107,13 +97,17 @@ class KernelBackend:
     name = ""
 
     def __init__(self, gamma: float, n_components: int = 256, random_state=None):
-        if not (isinstance(gamma, (int, float)) and gamma > 0 and math.isfinite(gamma)):
-            raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
         if int(n_components) < 1:
             raise ValueError(f"n_components must be >= 1, got {n_components}")
-        self.gamma = float(gamma)
+        self.gamma = check_gamma(gamma)
         self.n_components = int(n_components)
         self.random_state = random_state
+
+    @staticmethod
+    def max_components(n_samples: int) -> int | None:
+        """The largest budget m this backend can build from n_samples training
+        points (None: no limit; the spectral maps draw m frequencies freely)."""
+        return None
 
     def fit(self, X) -> "KernelBackend":
         raise NotImplementedError
@@ -154,7 +148,7 @@ class ExactKernel(KernelBackend):
     name = "exact"
 
     def fit(self, X):
-        self.X_ = _check_features(X)
+        self.X_ = check_features(X)
         return self
 
     def fit_transform(self, X):
@@ -165,7 +159,7 @@ class ExactKernel(KernelBackend):
 
     def transform(self, x):
         """The kernel vectors k(x) = K(x, X_train) (n_new x n_train)."""
-        return rbf_kernel(_check_features(x, "x").to(self.X_.dtype), self.X_, self.gamma)
+        return rbf_kernel(check_features(x, "x").to(self.X_.dtype), self.X_, self.gamma)
 
     @property
     def is_exact(self):
@@ -173,7 +167,12 @@ class ExactKernel(KernelBackend):
 
 
 class _LandmarkKernel(KernelBackend):
-    """Nystrom-type maps z(x) = K(x, U) M with landmarks U and an m x m map M."""
+    """Nystrom-type maps z(x) = K(x, U) M with landmarks U and an m x m map M.
+    The landmarks are training points, so m cannot exceed their number."""
+
+    @staticmethod
+    def max_components(n_samples: int) -> int | None:
+        return n_samples
 
     def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, C: torch.Tensor | None = None):
         """C = K(X, landmarks) when the caller has it already."""
@@ -183,7 +182,7 @@ class _LandmarkKernel(KernelBackend):
         return self
 
     def transform(self, x):
-        x = _check_features(x, "x").to(self.landmarks_.dtype)
+        x = check_features(x, "x").to(self.landmarks_.dtype)
         return rbf_kernel(x, self.landmarks_, self.gamma) @ self.map_
 
 
@@ -205,7 +204,7 @@ class Nystrom(_LandmarkKernel):
         return np.sort(_generator(self.random_state).choice(n, self.n_components, replace=False))
 
     def fit(self, X):
-        X = _check_features(X)
+        X = check_features(X)
         rows = torch.as_tensor(self.landmark_indices(X.shape[0]), device=X.device)
         U = X[rows].contiguous()
         C = ops.rbf_gram(X, U, self.gamma)
@@ -214,8 +213,8 @@ class Nystrom(_LandmarkKernel):
     def fit_landmarks(self, X, landmarks: torch.Tensor):
         """Fits on X with the given landmark features (a process's shard of the
         training set and landmarks drawn from all of it)."""
-        X = _check_features(X)
-        U = _check_features(landmarks, "landmarks").to(X.dtype).contiguous()
+        X = check_features(X)
+        U = check_features(landmarks, "landmarks").to(X.dtype).contiguous()
         return self._fit_core(X, U, ops.rbf_gram(X, U, self.gamma), ops.rbf_gram(U, U, self.gamma))
 
     def _fit_core(self, X, U, C, W):
@@ -246,7 +245,7 @@ class RPCholesky(_LandmarkKernel):
         self.block_size = int(block_size)
 
     def fit(self, X):
-        X = _check_features(X)
+        X = check_features(X)
         if self.n_components > X.shape[0]:
             raise ValueError(f"n_components ({self.n_components}) is larger than the number of samples ({X.shape[0]})")
         seed = int(_generator(self.random_state).integers(2**63 - 1))
@@ -265,7 +264,7 @@ class _SpectralKernel(KernelBackend):
     """z(x) = sqrt(2/m) cos(Omega x + b); subclasses draw Omega."""
 
     def fit(self, X):
-        X = _check_features(X)
+        X = check_features(X)
         self.n_features_in_ = X.shape[1]
         rng = _generator(self.random_state)
         self._draw(rng, X.shape[1])
@@ -275,7 +274,7 @@ class _SpectralKernel(KernelBackend):
         return self
 
     def transform(self, x):
-        x = _check_features(x, "x").to(self.offset_.dtype)
+        x = check_features(x, "x").to(self.offset_.dtype)
         if x.shape[1] != self.n_features_in_:
             raise ValueError(f"x has {x.shape[1]} features, the backend was fitted with {self.n_features_in_}")
         return self._map(x)
@@ -428,3 +427,10 @@ def make(name: str, gamma: float, n_components: int = 256, random_state=None, **
     if name not in _CLASSES:
         raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
     return _CLASSES[name](gamma, n_components=n_components, random_state=random_state, **options)
+
+
+def max_components(name: str, n_samples: int) -> int | None:
+    """The largest budget the backend ``name`` can build from n_samples points (None: no limit)."""
+    if name not in _CLASSES:
+        raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
+    return _CLASSES[name].max_components(n_samples)

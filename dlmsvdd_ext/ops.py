@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import _C
+from .validation import check_gamma
 
 Array = Union[torch.Tensor, np.ndarray]
 
@@ -329,8 +330,7 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
         raise ValueError(f"block_size must be at least 1, got {block_size}")
     if not 0 <= seed < 2 ** 64:
         raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    if not (float(gamma) > 0 and np.isfinite(float(gamma))):
-        raise ValueError(f"gamma must be a positive finite number, got {gamma}")
+    gamma = check_gamma(gamma)
     L = _empty(X, (n, rank))
     pivots = np.empty(rank, dtype=np.int64)  # the sampling runs on the host, whatever X's device
     on_cuda = isinstance(X, torch.Tensor) and X.device.type == "cuda"
@@ -338,7 +338,7 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
     if on_cuda or cuda_emulation:
         nbytes = _C.rpcholesky_workspace_bytes(n, X.shape[1], rank, block_size, X.dtype.itemsize)
         workspace = torch.empty((nbytes + 7) // 8, dtype=torch.float64, device=X.device if on_cuda else "cpu")
-    reached = _C.rpcholesky(X, L, pivots, float(gamma), seed, block_size, workspace, _stream(X), cuda_emulation)
+    reached = _C.rpcholesky(X, L, pivots, gamma, seed, block_size, workspace, _stream(X), cuda_emulation)
     if reached < rank:
         L = L[:, :reached].clone() if isinstance(L, torch.Tensor) else L[:, :reached].copy()
     pivots = pivots[:reached]

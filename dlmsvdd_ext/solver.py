@@ -58,6 +58,33 @@ class Boundary:
                    rho2=0.5 * (b_anomaly - b_normal), aKa=aKa)
 
 
+class StoppingRule:
+    """When a solver loop stops, and what it records: the one stopping rule of
+    every Python solver loop (APG here, sharded Frank-Wolfe in
+    ``dlmsvdd_ext.distributed``; the compiled Frank-Wolfe loop mirrors it).
+
+    ``done(oracle)`` records an oracle pass's objective and gap and says whether
+    to stop: converged when ``gap <= tol * |objective|``, or out of iterations
+    after ``max_iter`` steps (each ``step()``)."""
+
+    def __init__(self, max_iter: int, tol: float):
+        self.max_iter, self.tol = int(max_iter), float(tol)
+        self.history = {"objective": [], "gap": []}
+        self.n_iter = 0
+        self.converged = False
+
+    def done(self, oracle: dict) -> bool:
+        self.history["objective"].append(oracle["objective"])
+        self.history["gap"].append(oracle["gap"])
+        if oracle["gap"] <= self.tol * abs(oracle["objective"]):
+            self.converged = True
+            return True
+        return self.n_iter == self.max_iter
+
+    def step(self) -> None:
+        self.n_iter += 1
+
+
 def solve(op: KernelOperator, problem: DualProblem, method: str = "apg", max_iter: int = 1000,
           tol: float = 1e-6, alpha0: torch.Tensor | None = None) -> SolveResult:
     """Minimises the dual over the kernel ``op`` from ``alpha0`` (default: uniform within each class)."""
@@ -113,19 +140,9 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
     # Objective values carry the rounding of K a in the data's precision: the
     # upper-model test allows that much, so rounding cannot inflate L.
     slack = 64 * torch.finfo(t.dtype).eps
-    hist = {"objective": [], "gap": []}
-    converged = False
-    it = 0
-    while True:
-        info = ops.dual_oracle(x, Kx, t, coefs)
-        hist["objective"].append(info["objective"])
-        hist["gap"].append(info["gap"])
-        if info["gap"] <= tol * abs(info["objective"]):
-            converged = True
-            break
-        if it == max_iter:
-            break
-        it += 1
+    rule = StoppingRule(max_iter, tol)
+    while not rule.done(ops.dual_oracle(x, Kx, t, coefs)):
+        rule.step()
         theta_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * theta * theta))
         for _ in range(60):  # backtracking on the upper quadratic model
             if mu > 0:
@@ -149,7 +166,9 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
             x_prev, Kx_prev, x, Kx, theta = x_new, Kx_new, x_new, Kx_new, 1.0
         else:
             x_prev, Kx_prev, x, Kx, theta = x, Kx, x_new, Kx_new, theta_next
-    return SolveResult(x, Kx, hist["objective"][-1], hist["gap"][-1], it, n_matvec, converged, "apg", hist)
+    hist = rule.history
+    return SolveResult(x, Kx, hist["objective"][-1], hist["gap"][-1], rule.n_iter, n_matvec, rule.converged, "apg",
+                       hist)
 
 
 def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor, recovery: str = "kkt",

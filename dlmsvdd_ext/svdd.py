@@ -2,42 +2,30 @@
 
 from __future__ import annotations
 
-import numbers
 import time
+import warnings
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, OutlierMixin
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
-from . import kernels, ops
+from . import kernels, ops, params
 from .dual import DualProblem
-from .solver import METHODS, kkt_boundary, recover_boundary, solve
+from .solver import kkt_boundary, recover_boundary, solve
+from .validation import check_features, check_gamma
 
 KERNELS = kernels.BACKENDS
+MEDIAN_SAMPLES = 2000  # rows the median bandwidth is estimated from (a seeded subset)
 
 
 def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
-    """A float32/float64 2-D tensor of finite values, and whether X was numpy-like."""
-    if isinstance(X, torch.Tensor):
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}")
-        if X.dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-        # min and max are NaN or infinite exactly when an entry is; isfinite(X) would allocate n x d
-        if not bool(torch.isfinite(torch.stack(torch.aminmax(X))).all()):
-            raise ValueError(f"{name} contains NaN or infinity")
-        T, numpy_like = X.detach(), False
-    else:
-        arr = np.ascontiguousarray(check_array(X, dtype=[np.float64, np.float32], input_name=name))
-        if not arr.flags.writeable:  # torch wants writable memory (we never write to it)
-            arr = arr.copy()
-        T, numpy_like = torch.from_numpy(arr), True
+    """X checked (``validation.check_features``), detached, on ``device``, and
+    whether it came as a numpy-like array (results then go back as numpy)."""
+    T = check_features(X, name).detach()
     if device is not None:
         T = T.to(device)
-    return T, numpy_like
+    return T, not isinstance(X, torch.Tensor)
 
 
 def _labels(y, n: int, like: torch.Tensor) -> torch.Tensor:
@@ -71,14 +59,19 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         ones to (nu - 1) / 2. Without anomalies nu must be 1.
     c1, c2 : float or None
         Slack penalties of normal and anomalous samples (default 1/|I_N|, 1/|I_A|).
-    gamma : "median" or float
-        RBF bandwidth; "median" is 1 / median squared pairwise distance.
+    gamma : "median", "per-epoch" or float
+        RBF bandwidth; "median" is 1 / median squared pairwise distance of
+        the training features, estimated at a fit (and kept by later fits
+        when ``warm_start``: the training driver's "estimated once");
+        "per-epoch" re-estimates it at every fit, warm-started or not.
     kernel : str
         "exact", or an approximation of rank m = n_components: "nystrom",
         "rff", "qmc_rff", "orf", "sorf", "fastfood", "rpcholesky" (see
         ``dlmsvdd_ext.kernels``). The alpha-step then costs O(n m).
     n_components : int
-        Approximation budget m (unused by the exact kernel).
+        Approximation budget m (unused by the exact kernel). Nystrom and
+        RPCholesky take their landmarks from the training set: a larger m is
+        cut to the number of samples, with a warning (``n_components_``).
     solver : "apg", "pairwise" or "paper"
         See ``dlmsvdd_ext.solver``.
     max_iter, tol
@@ -107,7 +100,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     the sphere of radius r, -1 outside.
     """
 
-    def __init__(self, p=2.0, nu=1.2, c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
+    _parameter_constraints = params.CONSTRAINTS
+
+    def __init__(self, *, p=2.0, nu=1.2, c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
                  solver="apg", max_iter=1000, tol=1e-6, cache_size=1024, recovery="kkt", random_state=None,
                  device=None, warm_start=False):
         self.p = p
@@ -127,30 +122,24 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.warm_start = warm_start
 
     def _check_params(self):
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
-        if self.solver not in METHODS:
-            raise ValueError(f"solver must be one of {METHODS}, got {self.solver!r}")
-        if not (isinstance(self.gamma, str) and self.gamma == "median"):
-            if not isinstance(self.gamma, numbers.Real) or not (self.gamma > 0) or not np.isfinite(self.gamma):
-                raise ValueError(f"gamma must be 'median' or a positive number, got {self.gamma!r}")
-        if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
-            raise ValueError(f"cache_size must be a positive number of MB, got {self.cache_size!r}")
+        params.check(self.get_params())
 
-    def fit(self, X, y=None):
-        """Fits on features X (n, d) with labels y in {+1 normal, -1 anomaly} (default all normal)."""
+    def fit(self, X, y=None, *, restart: bool = False):
+        """Fits on features X (n, d) with labels y in {+1 normal, -1 anomaly}
+        (default all normal). ``restart`` solves the dual from its uniform start
+        even when ``warm_start`` is set (a "median" bandwidth is still kept)."""
         self._check_params()
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
         problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2)
-        self.gamma_ = self._bandwidth(X_t.shape[0], lambda: ops.median_sq_distance(
-            X_t, max_samples=2000, seed=self.random_state))
+        self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
+            X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state))
         start = time.perf_counter()
-        backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state).fit(X_t)
+        backend = self._backend(X_t.shape[0]).fit(X_t)
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
         built = _synchronized_clock(X_t.device)
         result = solve(operator, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
-                       alpha0=self._warm_alpha(t))
+                       alpha0=None if restart else self._warm_alpha(t))
         boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery)
         # seconds of this fit: the kernel backend (factor or exact matrix), then the dual and the boundary
         self.build_seconds_ = built - start
@@ -159,7 +148,16 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         weights = None if backend.is_exact else backend.Z_.T @ (result.alpha * t)
         return self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1])
 
-    def fit_sharded(self, X, y=None):
+    @staticmethod
+    def sharded_solver(solver: str) -> str:
+        """The solver ``fit_sharded`` can run in place of ``solver``: itself
+        when it shards, else pairwise Frank-Wolfe (APG multiplies by the whole
+        kernel every iteration)."""
+        from . import distributed
+
+        return solver if solver in distributed.METHODS else "pairwise"
+
+    def fit_sharded(self, X, y=None, *, restart: bool = False):
         """Fits on this process's shard of the training set, without gathering
         the kernel (see ``dlmsvdd_ext.distributed``): torch.distributed must be
         initialised and every rank passes its contiguous part of the rows, in
@@ -193,10 +191,10 @@ class LpSVDD(OutlierMixin, BaseEstimator):
                              f"{shard.world_size} processes gives it rows {shard.start}:{shard.stop}")
         problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2,
                                           counts=(n_normal, n_anomaly))
-        self.gamma_ = self._bandwidth(n, lambda: distributed.median_sq_distance(
-            X_t, shard, max_samples=2000, seed=self.random_state))
+        self.gamma_ = self._bandwidth(n, X_t.dtype, lambda: distributed.median_sq_distance(
+            X_t, shard, max_samples=MEDIAN_SAMPLES, seed=self.random_state))
         start = time.perf_counter()
-        backend = kernels.make(self.kernel, self.gamma_, self.n_components, self.random_state)
+        backend = self._backend(n)
         if backend.is_exact:
             op = distributed.ShardedExact(shard, X_t, self.gamma_)
         else:
@@ -207,7 +205,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             op = distributed.ShardedFactor(shard, backend.Z_)
         built = _synchronized_clock(X_t.device)
         t_all = shard.gather(t)
-        warm = self._warm_alpha(t_all)
+        warm = None if restart else self._warm_alpha(t_all)
         result, last = distributed.solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
                                          alpha0=None if warm is None else warm[shard.start:shard.stop])
         boundary = kkt_boundary(problem, last)
@@ -223,15 +221,31 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return self._store(X_all, t_all, shard.gather(result.alpha), backend, weights, result, boundary,
                            X_t.shape[1])
 
-    def _bandwidth(self, n: int, median) -> float:
+    def _bandwidth(self, n: int, dtype: torch.dtype, median) -> float:
+        """gamma_ for this fit: the given number, or 1 / the median squared
+        distance (``median()``), estimated now or kept from the previous fit."""
         if not isinstance(self.gamma, str):
-            return float(self.gamma)
+            return check_gamma(self.gamma, dtype)
+        if self.gamma == "median" and self.warm_start and getattr(self, "gamma_", None) is not None:
+            return self.gamma_  # estimated once, at the first fit
         if n < 2:
-            raise ValueError(f"gamma='median' needs at least 2 samples, got n_samples = {n}; give gamma as a number")
+            raise ValueError(f"gamma='{self.gamma}' needs at least 2 samples, got n_samples = {n}; "
+                             "give gamma as a number")
         median_sq = median()
         if not median_sq > 0:
             raise ValueError("all samples are identical: the median distance is 0; give gamma as a number")
-        return 1.0 / median_sq
+        return check_gamma(1.0 / median_sq, dtype)
+
+    def _backend(self, n: int) -> kernels.KernelBackend:
+        """The kernel backend for n training samples, its budget cut to what it can build."""
+        m = self.n_components
+        limit = kernels.max_components(self.kernel, n)
+        if limit is not None and m > limit:
+            warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel} takes its "
+                          f"landmarks from; using {limit}", stacklevel=3)
+            m = limit
+        self.n_components_ = m
+        return kernels.make(self.kernel, self.gamma_, m, self.random_state)
 
     def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int):
         """The fitted attributes from a solve; X_t (all rows) is needed for the exact kernel only."""

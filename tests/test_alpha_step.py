@@ -6,9 +6,10 @@ import time
 import numpy as np
 import pytest
 
-from dlmsvdd import datasets, reports, tasks
-from dlmsvdd.config import TrainConfig
-from dlmsvdd.trainer import DLMSVDD
+from dlmsvdd import datasets, tasks
+from dlmsvdd.experiments import run_outputs as reports
+from dlmsvdd.training.config import TrainConfig
+from dlmsvdd.training.trainer import DLMSVDD
 from dlmsvdd_ext import LpSVDD
 
 

@@ -4,8 +4,8 @@ the per-backend points, the tables and the figure, from hand-made records."""
 import numpy as np
 import pytest
 
-from dlmsvdd import approx_study, pareto
-from dlmsvdd.config import TrainConfig
+from dlmsvdd.experiments import approx_study
+from dlmsvdd.training.config import TrainConfig
 
 
 def brute_force(values, maximize):
@@ -26,8 +26,8 @@ def brute_force(values, maximize):
 def test_pareto_by_hand():
     # (AUROC up, seconds down): b dominates d; a and c trade off; e equals a (neither dominates)
     points = [[0.9, 2.0], [0.95, 1.0], [0.99, 3.0], [0.9, 1.5], [0.9, 2.0]]
-    assert pareto.efficient(points, [True, False]).tolist() == [False, True, True, False, False]
-    assert pareto.efficient([[0.9, 2.0], [0.9, 2.0]], [True, False]).tolist() == [True, True]
+    assert approx_study.pareto_efficient(points, [True, False]).tolist() == [False, True, True, False, False]
+    assert approx_study.pareto_efficient([[0.9, 2.0], [0.9, 2.0]], [True, False]).tolist() == [True, True]
 
 
 @pytest.mark.parametrize("maximize", [[True, False, False], [False, False], [True, True, False, True]])
@@ -36,14 +36,14 @@ def test_pareto_against_brute_force(maximize):
     for trial in range(30):
         n = int(rng.integers(1, 25))
         values = rng.integers(0, 4, size=(n, len(maximize))).astype(float)  # small range: many ties
-        assert pareto.efficient(values, maximize).tolist() == brute_force(values.tolist(), maximize)
+        assert approx_study.pareto_efficient(values, maximize).tolist() == brute_force(values.tolist(), maximize)
 
 
 def test_pareto_refuses_bad_input():
     with pytest.raises(ValueError, match="finite"):
-        pareto.efficient([[1.0, np.nan]], [True, False])
+        approx_study.pareto_efficient([[1.0, np.nan]], [True, False])
     with pytest.raises(ValueError, match="objectives"):
-        pareto.efficient([[1.0, 2.0, 3.0]], [True, False])
+        approx_study.pareto_efficient([[1.0, 2.0, 3.0]], [True, False])
 
 
 # (backend, m): AUROC of class 0 and 1, build and solve seconds, peak MB, factor columns

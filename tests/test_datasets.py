@@ -10,8 +10,9 @@ import torch
 
 from PIL import Image
 
-from dlmsvdd import datasets, run, tasks
-from dlmsvdd.config import TrainConfig
+from dlmsvdd import datasets, tasks
+from dlmsvdd.experiments import runs as run
+from dlmsvdd.training.config import TrainConfig
 
 RNG = np.random.default_rng(0)
 
@@ -184,8 +185,8 @@ def test_imagenet_lt_preset_end_to_end_with_shot_groups(tmp_path):
     """The imagenet-lt preset on a tiny ImageNet-LT tree whose three classes are
     many- (110 training images), medium- (30) and few-shot (10): the sweep runs and
     the report puts each detector's balanced accuracy in its group."""
-    from dlmsvdd import presets, tables
-    from dlmsvdd.sweep_report import write_report
+    from dlmsvdd.experiments import presets, tables
+    from dlmsvdd.experiments.sweep_report import write_report
 
     root = _imagenet_lt_tree(tmp_path / "imagenet", train_counts=(110, 30, 10), test_per_class=4)
     preset = presets.load("imagenet-lt", overrides={

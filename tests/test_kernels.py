@@ -7,7 +7,7 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from dlmsvdd.studies import digits_task
+from benchmarks.digits_study import digits_task
 from dlmsvdd_ext import LpSVDD, kernels, ops
 
 from conftest import rbf_reference

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from dlmsvdd import memory
+from dlmsvdd.training import memory
 
 
 def test_peak_from_events_is_the_running_maximum_in_time_order():

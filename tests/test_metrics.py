@@ -1,4 +1,4 @@
-"""dlmsvdd.metrics: thresholds and predictions."""
+"""dlmsvdd.training.metrics: thresholds and predictions."""
 
 import warnings
 

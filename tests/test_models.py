@@ -4,7 +4,7 @@ import pytest
 import torch
 import torchvision
 
-from dlmsvdd.models import FeatureNet, SmallCNN, build_backbone, imagenet_weights_path
+from dlmsvdd.training.models import FeatureNet, SmallCNN, build_backbone, imagenet_weights_path
 
 
 def _prefixed_state(model, prefix):

@@ -10,8 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from dlmsvdd import TrainConfig, run
-from dlmsvdd.trainer import DLMSVDD
+from dlmsvdd import TrainConfig
+from dlmsvdd.experiments import runs as run
+from dlmsvdd.training.trainer import DLMSVDD
 
 FLAGS = ["--data", "digits", "--backbone", "small_cnn", "--weights", "none", "--batch-size", "64", "--lr", "1e-3",
          "--normal-class", "3", "--verbose", "0"]

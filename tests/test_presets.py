@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from dlmsvdd import presets, tables
+from dlmsvdd.experiments import presets, tables
 from dlmsvdd.cli import main
-from dlmsvdd.sweep_report import write_report
+from dlmsvdd.experiments.sweep_report import write_report
 
 TINY = {"epochs": 1, "seed": [0]}
 

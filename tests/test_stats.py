@@ -1,4 +1,4 @@
-"""Skillings-Mack test (dlmsvdd.stats) against independent references: scipy's
+"""Skillings-Mack test (dlmsvdd.experiments.stats) against independent references: scipy's
 Friedman test, Durbin's statistic, a plain-loop implementation of the
 Skillings-Mack (1981) formulas, and the published Skillings-Mack example."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, friedmanchisquare
 
-from dlmsvdd.stats import SkillingsMackResult, skillings_mack
+from dlmsvdd.experiments.stats import SkillingsMackResult, skillings_mack
 
 nan = np.nan
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from dlmsvdd.cli import main
-from dlmsvdd.sweep import Sweep, collect, run_sweep
+from dlmsvdd.experiments.sweep import Sweep, collect, run_sweep
 
 BASE = {"data": "digits", "backbone": "small_cnn", "weights": None, "epochs": 2, "batch_size": 64, "lr": 1e-3,
         "n_components": 32}

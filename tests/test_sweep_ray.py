@@ -9,9 +9,9 @@ import sys
 import pytest
 import ray
 
-from dlmsvdd import sweep as sweep_module
+from dlmsvdd.experiments import sweep as sweep_module
 from dlmsvdd.cli import main
-from dlmsvdd.sweep import Sweep, run_sweep
+from dlmsvdd.experiments.sweep import Sweep, run_sweep
 from test_sweep import BASE, GRID, _write
 
 NAMES = [name for name, _ in Sweep(BASE, GRID).tasks()]
@@ -79,7 +79,7 @@ def test_ray_resumes_with_the_missing_tasks(ray_folder, tmp_path):
 def test_without_a_connection_a_sweep_starts_a_local_instance_and_shuts_it_down(tmp_path):
     # a fresh driver, in a directory that is not the source tree, with nothing to reuse
     base = {**BASE, "epochs": 0}
-    code = ("import ray\nfrom dlmsvdd.sweep import Sweep, run_sweep\n"
+    code = ("import ray\nfrom dlmsvdd.experiments.sweep import Sweep, run_sweep\n"
             f"records = run_sweep(Sweep({base!r}, {{}}), 'sweep', engine='ray', progress=False)\n"
             "assert records[0]['status'] == 'done', records\nassert not ray.is_initialized()\n")
     subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
@@ -89,10 +89,10 @@ def test_without_a_connection_a_sweep_starts_a_local_instance_and_shuts_it_down(
 def test_failed_tasks_and_dead_workers_are_recorded_and_the_others_finish(ray_instance, tmp_path, monkeypatch,
                                                                           capsys):
     def crash_on_class_4(name, values, folder, threads):
-        # defined here so that Ray ships it by value; in the worker dlmsvdd.sweep is unpatched
+        # defined here so that Ray ships it by value; in the worker dlmsvdd.experiments.sweep is unpatched
         import os
 
-        from dlmsvdd.sweep import _run_task
+        from dlmsvdd.experiments.sweep import _run_task
 
         if values["normal_class"] == 4:
             os._exit(1)  # the worker process dies: no failed.json from the task itself

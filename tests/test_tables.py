@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from dlmsvdd import tables
-from dlmsvdd.config import TrainConfig
+from dlmsvdd.experiments import tables
+from dlmsvdd.training.config import TrainConfig
 
 
 def record(cls, seed, auroc=0.9, bacc=0.8, n_class=100, **config):

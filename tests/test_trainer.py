@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from dlmsvdd import datasets, metrics, tasks
-from dlmsvdd.config import TrainConfig
-from dlmsvdd.models import SmallCNN
-from dlmsvdd.trainer import DLMSVDD, margin_violation_loss
+from dlmsvdd.training.config import TrainConfig
+from dlmsvdd.training.models import SmallCNN
+from dlmsvdd.training.trainer import DLMSVDD, margin_violation_loss
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,8 @@ def test_the_final_boundary_is_refitted_on_the_best_weights(fitted, task):
     feats, targets = fitted._features(task.train)
     from dlmsvdd_ext import LpSVDD
 
-    fresh = LpSVDD(**{**fitted.svdd_.get_params(), "warm_start": False}).fit(feats, targets)
+    params = {**fitted.svdd_.get_params(), "gamma": fitted.svdd_.gamma_, "warm_start": False}  # the bandwidth it holds
+    fresh = LpSVDD(**params).fit(feats, targets)
     assert fresh.objective_ == pytest.approx(fitted.svdd_.objective_, rel=1e-5)
     assert fresh.b_normal_ == pytest.approx(fitted.svdd_.b_normal_, rel=1e-3, abs=1e-4)
 
@@ -130,7 +131,7 @@ def test_margin_violation_loss_against_a_loop():
 
 
 def test_bad_configuration_is_refused():
-    for bad, match in ((dict(p=1.0), "p must be > 1"), (dict(nu=0.5), "nu must be >= 1"),
+    for bad, match in ((dict(p=1.0), "p must be a finite number > 1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
                        (dict(ratio=0.0), "ratio must be in"), (dict(backbone="vgg"), "backbone must be one of")):
         with pytest.raises(ValueError, match=match):

@@ -3,13 +3,18 @@
 * ``DLMSVDD``: the alternating trainer and the trained detector.
 * ``TrainConfig``: every option, with the paper's defaults.
 * ``datasets``, ``protocols``, ``tasks``: image sources, one-vs-rest and long-tailed protocols.
-* ``models``: backbones; ``metrics``; ``run``: a training run and its folder.
+* ``metrics``: thresholds and scores.
+
+The layers, each importing only those below it: ``dlmsvdd.data`` (sources,
+protocols, tasks), ``dlmsvdd.training`` (config, models, trainer, parallel,
+metrics, memory), ``dlmsvdd.experiments`` (run folders, sweeps, presets,
+reports), and ``dlmsvdd.cli`` on top.
 """
 
-__version__ = "0.1.0"
+from dlmsvdd_ext import __version__
 
-from . import datasets, metrics, protocols, tasks  # noqa: E402
-from .config import TrainConfig  # noqa: E402
-from .trainer import DLMSVDD  # noqa: E402
+from .data import protocols, tasks
+from .data import sources as datasets
+from .training import DLMSVDD, TrainConfig, metrics
 
 __all__ = ["DLMSVDD", "TrainConfig", "datasets", "metrics", "protocols", "tasks", "__version__"]

@@ -19,9 +19,9 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def _bench(args) -> int:
-    from . import bench
+    from .experiments import kernel_bench
 
-    rows = bench.run(args.size or [(4000, 512), (6000, 2048), (20000, 64)], rounds=args.rounds)
+    rows = kernel_bench.run(args.size or [(4000, 512), (6000, 2048), (20000, 64)], rounds=args.rounds)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
@@ -29,15 +29,11 @@ def _bench(args) -> int:
 
 
 def _gamma(text: str):
-    if text in ("median", "per-epoch"):
-        return text
+    """A number as a float, a strategy name as it is (the configuration checks both)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"gamma must be 'median', 'per-epoch' or a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"gamma must be positive, got {text!r}")
-    return value
+        return text
 
 
 # flag -> (config field, type, help); every flag overrides the --config file
@@ -81,7 +77,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args, base=None):
-    from .config import TrainConfig
+    from .training.config import TrainConfig
 
     cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
     overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
@@ -96,10 +92,11 @@ def _print_result(result: dict, folder: Path) -> None:
 
 
 def _train(args) -> int:
-    from . import parallel, run
+    from .experiments import runs
+    from .training import parallel
 
     try:
-        _, result, folder = run.train(_config(args))
+        _, result, folder = runs.train(_config(args))
     finally:
         parallel.leave()  # under torchrun: the process group ends with the command
     if folder is not None:  # rank 0 (or alone) reports
@@ -109,7 +106,7 @@ def _train(args) -> int:
 
 def demo_config(args):
     """Digits one-vs-rest with the small CNN, tuned to finish well within 2 minutes on 2 CPU cores."""
-    from .config import TrainConfig
+    from .training.config import TrainConfig
 
     return _config(args, TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3,
                                      batch_size=64, ratio=0.1, output="runs/demo"))
@@ -118,30 +115,33 @@ def demo_config(args):
 def _demo(args) -> int:
     from dlmsvdd_ext import LpSVDD
 
-    from . import metrics, run, studies
+    from .data.tasks import pixels
+    from .experiments import runs
+    from .training import metrics
 
     cfg = demo_config(args)
     print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
           f"small CNN, {cfg.backend} kernel, {cfg.epochs} epochs")
-    _, result, folder = run.train(cfg)
+    _, result, folder = runs.train(cfg)
     _print_result(result, folder)
     if cfg.data != "digits":
         return 0
-    task = run.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
-    X_test, t_test = studies.pixels(task.test)
-    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(*studies.pixels(task.train))
+    task = runs.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
+    X_test, t_test = pixels(task.test)
+    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(*pixels(task.train))
     print(f"for comparison, LpSVDD on raw pixels: test AUROC {metrics.auroc(t_test, baseline.dissimilarity(X_test)):.4f}")
     return 0
 
 
 def _evaluate(args) -> int:
-    from . import metrics, run
+    from .experiments import runs
+    from .training import metrics
 
-    model = run.load_model(args.run)
+    model = runs.load_model(args.run)
     cfg = model.config
     if args.root:
         cfg.root = args.root
-    task = run.build_task(cfg)
+    task = runs.build_task(cfg)
     split = getattr(task, args.split)
     f, targets = model.scores(split)
     result = {"split": args.split, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
@@ -155,9 +155,10 @@ def _score(args) -> int:
     import numpy as np
     import torch
 
-    from . import metrics, run
+    from .experiments import runs
+    from .training import metrics
 
-    model = run.load_model(args.run)
+    model = runs.load_model(args.run)
     if args.npy:
         images = torch.as_tensor(np.load(args.npy), dtype=torch.float32)
         if images.ndim != 4:
@@ -167,7 +168,7 @@ def _score(args) -> int:
         cfg = model.config
         if args.root:
             cfg.root = args.root
-        f, targets = model.scores(getattr(run.build_task(cfg), args.split))
+        f, targets = model.scores(getattr(runs.build_task(cfg), args.split))
     lines = ["index,target,dissimilarity,prediction"] + [
         f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, metrics.predict(f, model.threshold_)))]
     text = "\n".join(lines) + "\n"
@@ -180,8 +181,8 @@ def _score(args) -> int:
 
 def _preset(args):
     """The sweep the arguments name: a grid file or a preset, with --digits and --set applied."""
-    from . import presets
-    from .sweep import Sweep
+    from .experiments import presets
+    from .experiments.sweep import Sweep
 
     overrides = dict(presets.parse_assignment(text) for text in args.set or [])
     if args.preset is not None:
@@ -220,7 +221,7 @@ def _add_preset_flags(parser: argparse.ArgumentParser, *preset_flag: str) -> Non
 def _presets(args) -> int:
     import yaml
 
-    from . import presets
+    from .experiments import presets
 
     if args.preset is None:
         for name in presets.names():
@@ -235,7 +236,7 @@ def _presets(args) -> int:
 
 
 def _report(args) -> int:
-    from .sweep_report import write_report
+    from .experiments.sweep_report import write_report
 
     keys = [k.strip() for k in args.method.split(",") if k.strip()] if args.method is not None else None
     written = write_report(args.folder, args.output, keys)

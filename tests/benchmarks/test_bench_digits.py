@@ -5,7 +5,7 @@
 
 import json
 
-from dlmsvdd.studies import digits_lpsvdd_study
+from benchmarks.digits_study import digits_lpsvdd_study
 
 
 def test_digits_lpsvdd_vs_ocsvm(benchmark):

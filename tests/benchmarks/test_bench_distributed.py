@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from dlmsvdd.bench import clustered_features
+from benchmarks.features import clustered_features
 from dlmsvdd_ext import distributed, kernels
 from dlmsvdd_ext.dual import DualProblem
 from dlmsvdd_ext.kernel_operator import RbfOnTheFly

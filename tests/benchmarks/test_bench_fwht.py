@@ -4,7 +4,7 @@ Run: pytest tests/benchmarks/test_bench_fwht.py -o addopts="" --benchmark-only -
 The case is 6000 x 2048 float32 (a SORF / Fastfood block over a CNN feature set).
 Ours is timed three ways: ops.fwht(X) as called (a fresh 49 MB output, whose
 first-touch page faults cost as much as the transform), into a preallocated
-out, and in place. The baselines are the torch butterfly of dlmsvdd.baselines,
+out, and in place. The baselines are the torch butterfly of dlmsvdd_ext.reference,
 the same butterfly with two buffers (no allocation per level), allocated per
 call or (to compare with our preallocated out) beforehand, the dense Hadamard
 matmul X @ H, and a bare copy (the memory-traffic floor of an out-of-place
@@ -16,8 +16,8 @@ import pytest
 import scipy.linalg
 import torch
 
-from dlmsvdd.baselines import fwht_torch
-from dlmsvdd.bench import time_interleaved as _interleaved
+from dlmsvdd_ext.reference import fwht_torch
+from dlmsvdd.experiments.kernel_bench import time_interleaved as _interleaved
 from dlmsvdd_ext import ops
 
 ROWS, LENGTH = 6000, 2048

@@ -10,8 +10,8 @@ import pytest
 import torch
 from sklearn.kernel_approximation import Nystroem, RBFSampler
 
-from dlmsvdd import baselines
-from dlmsvdd.bench import time_interleaved, unit_rows
+from dlmsvdd_ext import reference as baselines
+from dlmsvdd.experiments.kernel_bench import time_interleaved, unit_rows
 from dlmsvdd_ext import kernels, ops
 
 N, D = 6000, 2048

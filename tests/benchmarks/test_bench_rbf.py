@@ -9,9 +9,9 @@ noise hits all three alike) whose ratios are printed and stored in extra_info.
 import pytest
 import torch
 
-from dlmsvdd import baselines as torch_baselines
-from dlmsvdd.bench import time_interleaved as _interleaved
-from dlmsvdd.bench import unit_rows
+from dlmsvdd_ext import reference as torch_baselines
+from dlmsvdd.experiments.kernel_bench import time_interleaved as _interleaved
+from dlmsvdd.experiments.kernel_bench import unit_rows
 from dlmsvdd_ext import ops
 
 MATVEC_CASES = [(6000, 2048), (20000, 512), (20000, 64)]

@@ -1,6 +1,6 @@
 """RPCholesky of a 6000 x 2048 float32 set at rank 1024: the compiled block
 variant (ops.rpcholesky) against a block RPCholesky written in numpy
-(dlmsvdd.baselines.block_rpcholesky_numpy), in the same process.
+(dlmsvdd_ext.reference.block_rpcholesky_numpy), in the same process.
 
 Run: pytest tests/benchmarks/test_bench_rpcholesky.py -o addopts="" --benchmark-only -s
 The interleaved comparison alternates, each round: ours and the numpy version
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from dlmsvdd.baselines import block_rpcholesky_numpy
-from dlmsvdd.bench import clustered_features
-from dlmsvdd.bench import time_interleaved as _interleaved
+from dlmsvdd_ext.reference import block_rpcholesky_numpy
+from benchmarks.features import clustered_features
+from dlmsvdd.experiments.kernel_bench import time_interleaved as _interleaved
 from dlmsvdd_ext import ops
 
 N, D, RANK = 6000, 2048, 1024

@@ -15,8 +15,8 @@ import time
 import pytest
 from sklearn.svm import OneClassSVM
 
-from dlmsvdd import baselines
-from dlmsvdd.bench import clustered_features
+from dlmsvdd_ext import reference as baselines
+from benchmarks.features import clustered_features
 from dlmsvdd_ext import LpSVDD, ops
 from dlmsvdd_ext.dual import DualProblem
 from dlmsvdd_ext.kernel_operator import exact_rbf_operator
@@ -77,8 +77,8 @@ def test_alpha_step_against_the_paper_way(benchmark, data):
 
 _MEMORY_SCRIPT = """
 import resource, sys, torch
-from dlmsvdd.bench import clustered_features
-from dlmsvdd import baselines
+from benchmarks.features import clustered_features
+from dlmsvdd_ext import reference as baselines
 from dlmsvdd_ext.dual import DualProblem
 from dlmsvdd_ext.kernel_operator import exact_rbf_operator
 from dlmsvdd_ext.solver import solve

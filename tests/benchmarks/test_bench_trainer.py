@@ -7,7 +7,7 @@ over 3 seeds: DLM-SVDD joint (small CNN, 30 epochs), DLM-SVDD with the CNN
 fixed at its (random) initialisation, LpSVDD and OneClassSVM on raw pixels.
 """
 
-from dlmsvdd.studies import METHODS, digits_method_table
+from benchmarks.digits_study import METHODS, digits_method_table
 
 
 def test_digits_method_table(benchmark):

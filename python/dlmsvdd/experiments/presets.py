@@ -85,7 +85,7 @@ class Preset:
 
 
 def _folder():
-    return resources.files("dlmsvdd") / "presets"
+    return resources.files("dlmsvdd.experiments") / "preset_files"
 
 
 def names() -> list[str]:

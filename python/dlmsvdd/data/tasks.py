@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from . import datasets, protocols
+from . import protocols, sources
 from .protocols import Split
 
 # Augmentation as in the paper: random crop with padding and horizontal flip for
@@ -71,7 +71,7 @@ class TensorTransform:
         return (x - self.mean.expand(self.channels, 1, 1)) / self.std.expand(self.channels, 1, 1)
 
 
-def _pil_transforms(source: datasets.Source, mean, std, channels: int, size: int | None):
+def _pil_transforms(source: sources.Source, mean, std, channels: int, size: int | None):
     from torchvision import transforms as T
 
     resize = [T.Resize((size, size))] if size is not None else []
@@ -86,19 +86,19 @@ def _pil_transforms(source: datasets.Source, mean, std, channels: int, size: int
     return T.Compose(finish), augment
 
 
-def transforms_for(source: datasets.Source, channels: int, image_size: int | None, imagenet_stats: bool):
+def transforms_for(source: sources.Source, channels: int, image_size: int | None, imagenet_stats: bool):
     """(eval transform, training augmentation or None). imagenet_stats: normalise
     as the pretrained backbone expects; otherwise the data set's own statistics."""
-    mean, std = datasets.IMAGENET_STATS if imagenet_stats or source.name not in datasets.STATS else datasets.STATS[source.name]
+    mean, std = sources.IMAGENET_STATS if imagenet_stats or source.name not in sources.STATS else sources.STATS[source.name]
     if len(mean) != channels:
         mean, std = (mean * channels)[:channels], (std * channels)[:channels]
     size = image_size or (224 if source.image_size is None else None)  # natural images need one size to batch
-    if isinstance(source.train, datasets.TensorImages):
+    if isinstance(source.train, sources.TensorImages):
         return TensorTransform(mean, std, channels, size), None
     return _pil_transforms(source, mean, std, channels, size)
 
 
-def make_task(source: datasets.Source, normal_class: int, ratio: float | None = 0.1, rho: float | None = None,
+def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0.1, rho: float | None = None,
               seed: int = 0, val_fraction: float = 0.2, channels: int | None = None, image_size: int | None = None,
               imagenet_stats: bool = False) -> Task:
     """One-vs-rest task on a source. ratio: labelled anomalies per normal training
@@ -118,3 +118,8 @@ def make_task(source: datasets.Source, normal_class: int, ratio: float | None = 
     name = source.classes[normal_class] if 0 <= normal_class < len(source.classes) else normal_class
     return Task(TaskImages(source.train, train, transform, augment), TaskImages(source.train, val, transform),
                 TaskImages(source.test, test, transform), normal_class, name)
+
+
+def pixels(split: TaskImages) -> tuple[np.ndarray, np.ndarray]:
+    """The raw pixels (in [0, 1]) of a digits split, flattened, and its targets."""
+    return split.pool.images[split.split.indices].flatten(1).double().numpy(), split.targets

@@ -8,9 +8,7 @@ import time
 
 import torch
 
-from dlmsvdd_ext import ops
-
-from . import baselines
+from dlmsvdd_ext import ops, reference
 
 
 def unit_rows(n: int, d: int, seed: int) -> torch.Tensor:
@@ -51,9 +49,9 @@ def matvec_comparison(n: int, d: int, rounds: int = 3, seed: int = 0) -> dict[st
     gamma = 1.0
     t = time_interleaved({
         "ours_xy": lambda: ops.rbf_matvec(X, Y, v, gamma),
-        "torch_xy": lambda: baselines.rbf_matvec(X, Y, v, gamma),
+        "torch_xy": lambda: reference.rbf_matvec(X, Y, v, gamma),
         "ours_xx": lambda: ops.rbf_matvec(X, None, v, gamma),
-        "torch_xx": lambda: baselines.rbf_matvec(X, X, v, gamma),
+        "torch_xx": lambda: reference.rbf_matvec(X, X, v, gamma),
     }, rounds)
     t["speedup_xy"] = t["torch_xy"] / t["ours_xy"]
     t["speedup_xx"] = t["torch_xx"] / t["ours_xx"]
@@ -71,19 +69,3 @@ def run(sizes: list[tuple[int, int]], rounds: int = 3, echo=print) -> list[dict]
              f"{t['ours_xx']:>8.3f}s {t['torch_xx']:>7.3f}s {t['speedup_xx']:>7.2f}x")
         rows.append({"n": n, "d": d, **t})
     return rows
-
-
-def clustered_features(n_normal: int, n_anomaly: int, d: int, n_classes: int = 10, spread: float = 1.0,
-                       seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Features that look like L2-normalised CNN features of a one-vs-rest task:
-    the normal class around one random centre, anomalies around the other
-    classes' centres, isotropic noise of relative size ``spread``. Returns
-    (X float32 (n, d), t with +1 normal / -1 anomaly)."""
-    g = torch.Generator().manual_seed(seed)
-    centres = torch.nn.functional.normalize(torch.randn(n_classes, d, generator=g), dim=1)
-    cls = torch.cat([torch.zeros(n_normal, dtype=torch.long),
-                     torch.randint(1, n_classes, (n_anomaly,), generator=g)])
-    noise = torch.randn(n_normal + n_anomaly, d, generator=g) * (spread / d ** 0.5)
-    X = torch.nn.functional.normalize(centres[cls] + noise, dim=1)
-    t = torch.where(cls == 0, 1.0, -1.0)
-    return X.float(), t.float()

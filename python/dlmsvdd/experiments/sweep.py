@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
-from .config import TrainConfig
+from ..training.config import TrainConfig
 
 log = logging.getLogger("dlmsvdd")
 ENGINES = ("local", "ray")
@@ -68,7 +68,7 @@ def _run_task(name: str, values: dict, folder: str, threads: int | None = None) 
     """
     import torch
 
-    from . import run
+    from . import runs
 
     task_dir = Path(folder) / name
     task_dir.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,7 @@ def _run_task(name: str, values: dict, folder: str, threads: int | None = None) 
         if threads is not None:
             torch.set_num_threads(threads)
         cfg = TrainConfig.from_dict({**values, "output": str(task_dir), "verbose": 0})
-        _, result, _ = run.train(cfg)
+        _, result, _ = runs.train(cfg)
         record = {"task": name, "status": "done", "config": cfg.to_dict(), **result}
         (task_dir / "result.json").write_text(json.dumps(record, indent=2, default=float) + "\n")
     except Exception as err:  # noqa: BLE001 - a failed task is recorded, the sweep goes on

@@ -9,17 +9,19 @@ from pathlib import Path
 
 import numpy as np
 
-from . import datasets, metrics, reports
-from .config import TrainConfig
-from .tasks import Task, make_task
-from .trainer import DLMSVDD, versions
+from ..data import sources
+from ..data.tasks import Task, make_task
+from ..training import metrics
+from ..training.config import TrainConfig
+from ..training.trainer import DLMSVDD, versions
+from . import run_outputs
 
 log = logging.getLogger("dlmsvdd")
 
 
 def build_task(cfg: TrainConfig) -> Task:
     """The one-vs-rest task the config describes; every check on the data runs here."""
-    source = datasets.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
+    source = sources.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
     channels = source.channels if cfg.backbone in ("small_cnn", "custom") else 3
     image_size = cfg.image_size or (224 if cfg.imagenet_input else None)
     return make_task(source, cfg.normal_class, ratio=cfg.ratio, rho=cfg.rho, seed=cfg.seed,
@@ -43,10 +45,10 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
     handler = None
     if writer:
         folder.mkdir(parents=True, exist_ok=True)
-        handler = reports.attach_log(folder)
+        handler = run_outputs.attach_log(folder)
     try:
         if writer:
-            reports.write_yaml(folder / "config.yaml", cfg.to_dict())
+            run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
         log.info("task %s", task.summary())
         start = time.perf_counter()
         model.fit(task.train, task.val)
@@ -54,7 +56,7 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
-                  "seconds": seconds, "timing": reports.timing_summary(model.history_),
+                  "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
                   "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
                   "versions": versions()}
@@ -69,10 +71,10 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
     """Metrics, history, plots, test scores and the checkpoint."""
-    reports.write_json(folder / "metrics.json", result)
-    reports.write_json(folder / "history.json", model.history_)
-    reports.plot_convergence(model.history_, folder / "convergence.png")
-    reports.plot_roc(t_test, f_test, folder / "roc.png", title)
+    run_outputs.write_json(folder / "metrics.json", result)
+    run_outputs.write_json(folder / "history.json", model.history_)
+    run_outputs.plot_convergence(model.history_, folder / "convergence.png")
+    run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
                comments="")
     model.save(folder / "model.pt")

@@ -19,16 +19,15 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
 import dlmsvdd_ext
-from dlmsvdd_ext import LpSVDD, distributed, ops
+from dlmsvdd_ext import LpSVDD
 
-from . import __version__, memory, metrics, parallel
+from . import memory, metrics, parallel
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
 
 CHECKPOINT_FORMAT = 1
-DATA_DEPENDENT = ("nystrom", "rpcholesky")  # their budget cannot exceed the training set
 
 
 def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
@@ -45,7 +44,7 @@ def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_a
 
 
 def versions() -> dict:
-    return {"dlmsvdd": __version__, "dlmsvdd_ext": dlmsvdd_ext.__version__, "torch": str(torch.__version__),
+    return {"dlmsvdd": dlmsvdd_ext.__version__, "dlmsvdd_ext": dlmsvdd_ext.__version__, "torch": str(torch.__version__),
             "numpy": np.__version__, "python": platform.python_version()}
 
 
@@ -66,7 +65,7 @@ class DLMSVDD:
     (normal) below the validation threshold of maximal balanced accuracy, -1 above.
 
     Under torchrun (or with torch.distributed initialised) every process runs
-    the same calls on its shard of the data; see ``dlmsvdd.parallel``.
+    the same calls on its shard of the data; see ``dlmsvdd.training.parallel``.
     """
 
     def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | None = None, **overrides):
@@ -108,32 +107,32 @@ class DLMSVDD:
                 targets.append(torch.as_tensor(t))
         return torch.cat(feats), torch.cat(targets).numpy()
 
-    def _solve(self, feats: torch.Tensor, targets: np.ndarray, gamma: float) -> LpSVDD:
-        self.svdd_.set_params(gamma=gamma)
+    def _alpha_step(self, feats: torch.Tensor, targets: np.ndarray, restart: bool = False) -> LpSVDD:
+        """Steps 2 and 3: the kernel backend on the features and the dual solved
+        (warm-started from the previous epoch unless ``restart``), b_N and b_A."""
         if self.group_ is not None:
-            return self.svdd_.fit_sharded(feats, targets)
-        return self.svdd_.fit(feats, targets)
+            return self.svdd_.fit_sharded(feats, targets, restart=restart)
+        return self.svdd_.fit(feats, targets, restart=restart)
 
-    def _evaluate_epoch(self, train: Dataset, val: Dataset | None, gamma_for) -> dict:
-        """Feature pass, alpha-step and validation of the current network."""
-        start = time.perf_counter()
-        feats, targets = self._features(train)
-        t_features = time.perf_counter()
-        gamma = gamma_for(feats)
-        svdd = self._solve(feats, targets, gamma)
-        t_alpha = time.perf_counter()
-        gaps = svdd.history_.get("gap", [])
-        row = {"gamma": gamma, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
-               "fw_gap": [float(g) for g in gaps], "b_normal": svdd.b_normal_, "b_anomaly": svdd.b_anomaly_,
-               "seconds_features": t_features - start, "seconds_alpha": t_alpha - t_features,
-               "seconds_build": svdd.build_seconds_, "seconds_solve": svdd.solve_seconds_}
-        if val is not None:
-            f_val, t_val = self.scores(val)
-            if metrics.has_both_classes(t_val):
-                threshold = metrics.best_threshold(t_val, f_val)
-                row.update(val_auroc=metrics.auroc(t_val, f_val),
-                           val_balanced_accuracy=metrics.balanced_accuracy(t_val, f_val, threshold))
-        return row
+    def _validate(self, val: Dataset | None) -> dict:
+        """Step 5: validation AUROC and balanced accuracy of the current network
+        and boundary (nothing when validation lacks a class)."""
+        if val is None:
+            return {}
+        f_val, t_val = self.scores(val)
+        if not metrics.has_both_classes(t_val):
+            return {}
+        threshold = metrics.best_threshold(t_val, f_val)
+        return {"val_auroc": metrics.auroc(t_val, f_val),
+                "val_balanced_accuracy": metrics.balanced_accuracy(t_val, f_val, threshold)}
+
+    @staticmethod
+    def _alpha_record(svdd: LpSVDD) -> dict:
+        """What the history keeps of an alpha-step."""
+        return {"gamma": svdd.gamma_, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
+                "fw_gap": [float(g) for g in svdd.history_.get("gap", [])], "b_normal": svdd.b_normal_,
+                "b_anomaly": svdd.b_anomaly_, "seconds_build": svdd.build_seconds_,
+                "seconds_solve": svdd.solve_seconds_}
 
     def _omega_loader(self, augmented: Dataset, epoch: int) -> DataLoader:
         """The epoch's shuffled mini-batches; with several processes each rank
@@ -184,19 +183,12 @@ class DLMSVDD:
         if self.group_ is not None and not cfg.frozen:
             self.ddp_ = DistributedDataParallel(self.network_, device_ids=None if self.device.type == "cpu"
                                                 else [self.device])
-        n_train = self.n_train_ = len(train)
-        m = cfg.n_components
-        if cfg.backend in DATA_DEPENDENT and m > n_train:
-            log.warning("n_components = %d exceeds the %d training samples; using %d", m, n_train, n_train)
-            m = n_train
+        self.n_train_ = len(train)
         solver = cfg.solver
-        if self.group_ is not None and solver == "apg":  # APG multiplies by the whole kernel every iteration
-            log.info("the sharded alpha-step runs pairwise Frank-Wolfe instead of apg")
-            solver = "pairwise"
-        self.svdd_ = LpSVDD(p=cfg.p, nu=cfg.nu, c1=cfg.c1, c2=cfg.c2, kernel=cfg.backend, n_components=m,
-                            solver=solver, max_iter=cfg.fw_max_iter, tol=cfg.fw_tol, random_state=cfg.seed,
-                            warm_start=True)
-        gamma_for = self._gamma_strategy()
+        if self.group_ is not None and LpSVDD.sharded_solver(solver) != solver:
+            solver = LpSVDD.sharded_solver(solver)
+            log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
+        self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
         optimizer = None if cfg.frozen else torch.optim.Adam(
             self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         augmented = train.augmented() if hasattr(train, "augmented") else train
@@ -205,13 +197,19 @@ class DLMSVDD:
         self.history_ = []
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
         bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=quiet)
-        for epoch in bar:
-            row = {"epoch": epoch, **self._evaluate_epoch(train, val, gamma_for)}
+        for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
+            start = time.perf_counter()
+            feats, targets = self._features(train)  # 1. features of the training set, eval mode
+            t_features = time.perf_counter()
+            svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
+            row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
+                   "seconds_alpha": time.perf_counter() - t_features}
+            row.update(self._validate(val))  # 5. validation
             # without both classes in validation there is no metric: the last epoch is kept
             key = row.get(f"val_{cfg.selection}", epoch)
             if key >= best[0]:  # ties go to the later, more trained epoch (small validation sets tie often)
                 best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
-            if epoch < epochs:
+            if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
                 batch_losses = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
                                                 cfg.verbose >= 2 and not quiet)
@@ -222,35 +220,12 @@ class DLMSVDD:
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
-        self._refit(train, val, gamma_for)
+        self._refit(train, val)
         return self
 
-    def _gamma_strategy(self):
-        """gamma as a function of the current training features."""
-        cfg = self.config
-        if not isinstance(cfg.gamma, str):
-            return lambda feats: float(cfg.gamma)
-
-        def median(feats):
-            if self.group_ is None:
-                median_sq = ops.median_sq_distance(feats, max_samples=2000, seed=cfg.seed)
-            else:  # the same rows as alone, gathered from the shards
-                median_sq = distributed.median_sq_distance(feats, distributed.Shard(self.n_train_), 2000, cfg.seed)
-            if not median_sq > 0:
-                raise ValueError("all training features coincide (median distance 0); give gamma as a number")
-            return 1.0 / median_sq
-
-        if cfg.gamma == "per-epoch":
-            return median
-        fixed = {}  # "median": estimated once, from the initial (pretrained) features
-        return lambda feats: fixed.setdefault("gamma", median(feats))
-
-    def _refit(self, train: Dataset, val: Dataset | None, gamma_for) -> None:
+    def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, and the decision threshold."""
-        self.svdd_.set_params(warm_start=False)
-        feats, targets = self._features(train)
-        self._solve(feats, targets, gamma_for(feats))
-        self.svdd_.set_params(warm_start=True)
+        self._alpha_step(*self._features(train), restart=True)
         f_val, t_val = self.scores(val) if val is not None else (None, None)
         if val is not None and metrics.has_both_classes(t_val):
             self.threshold_ = metrics.best_threshold(t_val, f_val)
@@ -259,12 +234,12 @@ class DLMSVDD:
 
     def measure_alpha_step(self, train: Dataset) -> dict:
         """One more alpha-step on the trained network's features, from scratch and
-        under a peak-memory probe (``dlmsvdd.memory``): its build and solve seconds
+        under a peak-memory probe (``dlmsvdd.training.memory``): its build and solve seconds
         and the peak bytes above the features. A separate pass, so the probe's
         overhead touches neither training nor the model's boundary. Under torchrun
         every process runs it on its shard and reports its own peak."""
         feats, targets = self._features(train)
-        svdd = sklearn.base.clone(self.svdd_).set_params(warm_start=False)
+        svdd = sklearn.base.clone(self.svdd_).set_params(gamma=self.svdd_.gamma_, warm_start=False)
         fit = svdd.fit if self.group_ is None else svdd.fit_sharded
         with memory.peak(self.device) as probe:
             fit(feats, targets)

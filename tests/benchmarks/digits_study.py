@@ -1,4 +1,4 @@
-"""Studies on scikit-learn's bundled digits, one-vs-rest: the detectors on raw
+"""Benchmark studies on scikit-learn's bundled digits, one-vs-rest: the detectors on raw
 pixels, and DLM-SVDD (joint and fixed CNN) beside them on the same tasks."""
 
 from __future__ import annotations
@@ -10,14 +10,10 @@ from sklearn.svm import OneClassSVM
 
 from dlmsvdd_ext import LpSVDD, ops
 
-from . import datasets, metrics, tasks
-from .config import TrainConfig
-from .trainer import DLMSVDD
+from dlmsvdd import DLMSVDD, TrainConfig, datasets, metrics, tasks
+from dlmsvdd.data.tasks import pixels
 
 
-def pixels(split: tasks.TaskImages) -> tuple[np.ndarray, np.ndarray]:
-    """The raw pixels (in [0, 1]) of a digits split, flattened, and its targets."""
-    return split.pool.images[split.split.indices].flatten(1).double().numpy(), split.targets
 
 
 def digits_task(normal_class: int, ratio: float = 0.5, seed: int = 0):

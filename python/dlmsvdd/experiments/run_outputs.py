@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .plotting import pyplot
+
 
 def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, default=float) + "\n")
@@ -30,14 +32,6 @@ def attach_log(folder: Path) -> logging.Handler:
     return handler
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
 
 def moving_average(values, window: int) -> np.ndarray:
     """Centred moving average (the paper smooths its loss curves over 11 epochs)."""
@@ -51,7 +45,7 @@ def moving_average(values, window: int) -> np.ndarray:
 def plot_convergence(history: list[dict], path: Path, smoothing: int = 11) -> None:
     """(a) relative Frank-Wolfe gap g_tau / g_1 of the first, middle and last
     alpha-steps; (b) the margin-violation loss per epoch and its moving average."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, (ax_gap, ax_loss) = plt.subplots(1, 2, figsize=(9, 3.4))
     picks = sorted({0, len(history) // 2, len(history) - 1})
     for i in picks:
@@ -76,7 +70,7 @@ def plot_convergence(history: list[dict], path: Path, smoothing: int = 11) -> No
 def plot_roc(targets, scores, path: Path, title: str = "") -> None:
     from sklearn.metrics import roc_auc_score, roc_curve
 
-    plt = _pyplot()
+    plt = pyplot()
     anomalous = np.asarray(targets) < 0
     fpr, tpr, _ = roc_curve(anomalous, scores)
     fig, ax = plt.subplots(figsize=(4, 4))

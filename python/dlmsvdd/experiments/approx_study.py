@@ -4,7 +4,7 @@ over backends and budgets m.
 Per backend and m, over the runs (classes x seeds): test AUROC, the alpha-step's
 seconds per epoch split into kernel build and dual solve (the trainer's
 history), and the alpha-step's peak memory (one measured pass per run, see
-``dlmsvdd.memory``). The exact kernel is one point, its budget irrelevant.
+``dlmsvdd.training.memory``). The exact kernel is one point, its budget irrelevant.
 Pareto-efficient points maximise AUROC and minimise fit time (build + solve)
 and peak memory.
 """
@@ -18,11 +18,30 @@ import numpy as np
 
 from dlmsvdd_ext.kernels import BACKENDS
 
-from . import pareto
+from .plotting import pyplot
 from .tables import Stat, csv_rows, markdown_rows, method_keys
 
 STUDY_KEYS = {"backend", "n_components"}
 MB = 2**20
+
+
+
+def pareto_efficient(values, maximize) -> np.ndarray:
+    """Mask of the Pareto-efficient rows of ``values`` (points x objectives).
+    ``maximize[k]`` says whether objective k is maximised (else minimised). A
+    point is dominated when another is at least as good in every objective and
+    strictly better in one; equal points do not dominate each other."""
+    values = np.asarray(values, dtype=float)
+    maximize = np.asarray(maximize, dtype=bool)
+    if values.ndim != 2 or values.shape[1] != maximize.size:
+        raise ValueError(f"values must be (points, {maximize.size}) for {maximize.size} objectives, "
+                         f"got shape {values.shape}")
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite (a missing measurement cannot be ranked)")
+    better = np.where(maximize, values, -values)  # larger is better in every column
+    at_least = (better[:, None, :] >= better[None, :, :]).all(-1)  # [j, i]: j at least as good as i everywhere
+    strictly = (better[:, None, :] > better[None, :, :]).any(-1)  # [j, i]: j better than i somewhere
+    return ~(at_least & strictly).any(0)
 
 
 @dataclass
@@ -71,7 +90,7 @@ def points(records: list[dict]) -> list[Point]:
                          Stat.of(np.add(build, solve)), Stat.of(r["alpha_step"]["peak_bytes"] / MB for r in runs),
                          float(np.mean([r["alpha_step"]["full_kernel_bytes"] for r in runs])) / MB,
                          float(np.mean(ranks)) if ranks else None))
-    mask = pareto.efficient([[p.auroc.mean, p.fit.mean, p.peak_mb.mean] for p in out], [True, False, False])
+    mask = pareto_efficient([[p.auroc.mean, p.fit.mean, p.peak_mb.mean] for p in out], [True, False, False])
     for p, flag in zip(out, mask):
         p.efficient = bool(flag)
     return out
@@ -141,9 +160,8 @@ def plot(pts: list[Point], path: Path, title: str = "") -> None:
     time and memory ringed in black."""
     from matplotlib.ticker import NullFormatter
 
-    from .reports import _pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     exact = next((p for p in pts if p.m is None), None)
     approx = [p for p in pts if p.m is not None]
     backends = list(dict.fromkeys(p.backend for p in approx))
@@ -199,7 +217,7 @@ def _pareto_panel(ax, exact, approx, colors, budgets):
     everything = approx + ([exact] if exact is not None else [])
     if exact is not None:
         ax.scatter(exact.fit.mean, exact.auroc.mean, marker="*", s=260, color="k", zorder=4, label="exact")
-    front = [p for p, keep in zip(everything, pareto.efficient(
+    front = [p for p, keep in zip(everything, pareto_efficient(
         [[p.auroc.mean, p.fit.mean] for p in everything], [True, False])) if keep]
     front.sort(key=lambda p: p.fit.mean)
     ax.step([p.fit.mean for p in front], [p.auroc.mean for p in front], where="post", color="k", lw=1, alpha=0.6,

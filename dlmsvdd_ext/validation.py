@@ -1,0 +1,47 @@
+"""Checks of the inputs every layer of dlmsvdd_ext shares: features and the
+numeric bandwidth. Imports nothing of the package, so ``ops`` can use it too."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from sklearn.utils.validation import check_array
+
+
+def check_features(X, name: str = "X") -> torch.Tensor:
+    """X as a float32/float64 2-D torch tensor of finite values, not empty.
+    numpy-like input goes through scikit-learn's ``check_array`` (its messages,
+    no copy when it is already a C-contiguous float array); a tensor stays
+    itself (same device, autograd intact)."""
+    if isinstance(X, torch.Tensor):
+        if X.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}")
+        if X.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
+        # min and max are NaN or infinite exactly when an entry is; isfinite(X) would allocate n x d
+        if not bool(torch.isfinite(torch.stack(torch.aminmax(X.detach()))).all()):
+            raise ValueError(f"{name} contains NaN or infinity")
+        return X
+    arr = np.ascontiguousarray(check_array(X, dtype=[np.float64, np.float32], input_name=name))
+    if not arr.flags.writeable:  # torch wants writable memory (we never write to it)
+        arr = arr.copy()
+    return torch.from_numpy(arr)
+
+
+def check_gamma(gamma, dtype: torch.dtype | None = None) -> float:
+    """A numeric bandwidth: positive, finite, and (with ``dtype``) such that
+    gamma times a squared distance of that dtype's range stays finite."""
+    try:
+        value = float(gamma)
+    except (TypeError, ValueError):
+        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
+    if dtype is not None and value > torch.finfo(dtype).max:
+        raise ValueError(f"gamma = {value:g} does not fit in {dtype} (largest {torch.finfo(dtype).max:g}); "
+                         "use float64 features or a smaller gamma")
+    return value

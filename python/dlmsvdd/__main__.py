@@ -1,0 +1,7 @@
+"""``python -m dlmsvdd``: the ``dlmsvdd`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
