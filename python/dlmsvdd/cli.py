@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, except where there is none (None, a flag off)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -44,8 +54,10 @@ TRAIN_FLAGS = {
     "--normal-class": ("normal_class", int, "the normal class (index)"),
     "--ratio": ("ratio", float, "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
     "--rho": ("rho", float, "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
-    "--backbone": ("backbone", str, "small_cnn, resnet18 or resnet50"),
-    "--weights": ("weights", str, "imagenet (local torch cache), a state-dict file, or none"),
+    "--backbone": ("backbone", str, "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
+                                    "resnet50 with them"),
+    "--weights": ("weights", str, "imagenet (local torch cache; the paper's), a state-dict file, or none "
+                                  "(the default)"),
     "--image-size": ("image_size", int, "resize images to this size"),
     "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
     "--n-components": ("n_components", int, "approximation budget m (alias --m, but not under torchrun)"),
@@ -69,11 +81,17 @@ TRAIN_FLAGS = {
 FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
 
 
-def _add_train_flags(parser: argparse.ArgumentParser) -> None:
-    for flag, (_, kind, text) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), type=kind, default=None, help=text)
+def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
+    """The configuration's flags; they default to None (= not given, so a --config file's values stand)
+    and their help shows the value used when neither gives one (``defaults``, a TrainConfig)."""
+    for flag, (field, kind, text) in TRAIN_FLAGS.items():
+        default = getattr(defaults, field)
+        shown = "" if default is None else f" (default: {default})"
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), type=kind, default=None, help=text + shown)
     parser.add_argument("--frozen", action="store_true", default=None, help="keep the backbone fixed (\"fixed CNN\")")
     parser.add_argument("--fine-labels", action="store_true", default=None, help="CIFAR-100: the 100 fine classes")
+    parser.add_argument("--tensorboard", action="store_true", default=None,
+                        help="also log each epoch's numbers to RUN/tensorboard (needs the tensorboard package)")
 
 
 def _config(args, base=None):
@@ -81,7 +99,7 @@ def _config(args, base=None):
 
     cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
     overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
-    overrides.update(frozen=args.frozen, fine_labels=args.fine_labels)
+    overrides.update(frozen=args.frozen, fine_labels=args.fine_labels, tensorboard=args.tensorboard)
     return TrainConfig.from_dict({**cfg.to_dict(), **{k: v for k, v in overrides.items() if v is not None}})
 
 
@@ -104,12 +122,16 @@ def _train(args) -> int:
     return 0
 
 
-def demo_config(args):
+def _demo_defaults():
     """Digits one-vs-rest with the small CNN, tuned to finish well within 2 minutes on 2 CPU cores."""
     from .training.config import TrainConfig
 
-    return _config(args, TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3,
-                                     batch_size=64, ratio=0.1, output="runs/demo"))
+    return TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3, batch_size=64,
+                       ratio=0.1, output="runs/demo")
+
+
+def demo_config(args):
+    return _config(args, _demo_defaults())
 
 
 def _demo(args) -> int:
@@ -152,30 +174,60 @@ def _evaluate(args) -> int:
 
 
 def _score(args) -> int:
-    import numpy as np
-    import torch
-
+    from .data.preprocessing import ImageFiles, image_files
     from .experiments import runs
     from .training import metrics
 
     model = runs.load_model(args.run)
-    if args.npy:
-        images = torch.as_tensor(np.load(args.npy), dtype=torch.float32)
-        if images.ndim != 4:
-            raise SystemExit(f"{args.npy}: expected preprocessed images (N, C, H, W), got shape {tuple(images.shape)}")
+    files = None
+    if args.images:
+        if model.preprocessing_ is None:
+            raise ValueError(f"{args.run} holds no preprocessing record (saved by an older dlmsvdd): retrain it, "
+                             "or preprocess the images yourself and use --npy")
+        files = image_files(args.images)
+        f, targets = model.scores(ImageFiles(files, model.preprocessing_))
+    elif args.npy:
+        import numpy as np
+
+        images = np.load(args.npy)
+        if images.ndim not in (3, 4):
+            raise ValueError(f"{args.npy}: expected preprocessed images (N, C, H, W), got shape {images.shape}")
         f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
     else:
         cfg = model.config
         if args.root:
             cfg.root = args.root
         f, targets = model.scores(getattr(runs.build_task(cfg), args.split))
-    lines = ["index,target,dissimilarity,prediction"] + [
-        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, metrics.predict(f, model.threshold_)))]
-    text = "\n".join(lines) + "\n"
-    if args.output:
-        Path(args.output).write_text(text)
-    else:
-        sys.stdout.write(text)
+    predictions = metrics.predict(f, model.threshold_)
+    out = open(args.output, "w", newline="") if args.output else sys.stdout
+    try:
+        writer = csv.writer(out, lineterminator="\n")
+        if files is not None:
+            writer.writerow(["file", "dissimilarity", "prediction"])
+            writer.writerows((str(p), f"{s:.9g}", c) for p, s, c in zip(files, f, predictions))
+        else:
+            writer.writerow(["index", "target", "dissimilarity", "prediction"])
+            writer.writerows((i, t, f"{s:.9g}", c) for i, (t, s, c) in enumerate(zip(targets, f, predictions)))
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def _export(args) -> int:
+    from .experiments import runs
+    from .training import export
+
+    model = runs.load_model(args.run)
+    output = args.output
+    if output is None:
+        folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+        output = folder / f"model{export.SUFFIXES[args.format]}"
+    path = model.export(output, format=args.format, input_dtype=args.input_dtype)
+    kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
+    print(f"wrote {path} ({args.format}): input 'images', {model.preprocessing_.expects()} (this file: {kind}); "
+          f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
+          f"dissimilarity >= {model.threshold_:.6g})")
     return 0
 
 
@@ -247,35 +299,43 @@ def _report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.")
+    from dlmsvdd_ext import __version__
+
+    from .training.config import TrainConfig
+    from .training.export import FORMATS, INPUT_DTYPES
+
+    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.", formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"dlmsvdd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser = _with_formatter(sub.add_parser)
     b = sub.add_parser("bench", help="time the compiled RBF kernels against torch on this machine")
     b.add_argument("--size", type=_size, action="append", metavar="NxD",
                    help="problem size, repeatable (default: 4000x512, 6000x2048, 20000x64)")
-    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size (default 3)")
+    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     b.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     b.set_defaults(func=_bench)
 
     d = sub.add_parser("demo", help="train on scikit-learn's digits with a small CNN (about a minute on a CPU)")
-    _add_train_flags(d)
+    _add_train_flags(d, _demo_defaults())
     d.set_defaults(func=_demo)
 
-    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder")
+    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder (no flags: "
+                       "digits, small CNN)")
     t.add_argument("--config", metavar="YAML", help="configuration file; flags override it")
-    _add_train_flags(t)
+    _add_train_flags(t, TrainConfig())
     t.set_defaults(func=_train)
 
     w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
     w.add_argument("grid", nargs="?", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
     _add_preset_flags(w, "--preset")
     w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
-    w.add_argument("--engine", default="local", help="local (default) or ray")
+    w.add_argument("--engine", default="local", help="local or ray")
     w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
     w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
     w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
                                      "default: start a local Ray instance")
-    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for (default 1)")
-    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for (default 0)")
+    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for")
+    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
 
@@ -300,10 +360,30 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
             e.set_defaults(func=_evaluate)
         else:
-            e.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given = e.add_mutually_exclusive_group()
+            given.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
+                               help="score image files (PNG, JPEG, ...; folders searched recursively) through "
+                                    "the preprocessing the model was trained with")
             e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
             e.set_defaults(func=_score)
+
+    x = sub.add_parser("export", help="write a trained model as one self-contained scorer: raw images in, "
+                                      "dissimilarity and decision out")
+    x.add_argument("run", help="run folder or checkpoint file")
+    x.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (needs the export extra) or torchscript")
+    x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")
+    x.add_argument("--input-dtype", choices=tuple(INPUT_DTYPES), default="float32",
+                   help="ONNX: the images' type, float32 in [0, 1] or uint8 (TorchScript takes both)")
+    x.set_defaults(func=_export)
     return parser
+
+
+def _with_formatter(add_parser):
+    """Sub-commands show their defaults in --help too."""
+    def add(*args, **kwargs):
+        return add_parser(*args, formatter_class=_Help, **kwargs)
+    return add
 
 
 def main(argv: list[str] | None = None) -> int:

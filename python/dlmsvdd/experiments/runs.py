@@ -42,16 +42,17 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
     model = DLMSVDD(cfg)  # joins torchrun's process group, if any
     writer = model.group_ is None or model.group_.is_main
     folder = (Path(cfg.output) if cfg.output else default_output(cfg)) if writer else None
-    handler = None
+    handler = board = None
     if writer:
         folder.mkdir(parents=True, exist_ok=True)
         handler = run_outputs.attach_log(folder)
     try:
         if writer:
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
+            board = run_outputs.TensorBoard(folder) if cfg.tensorboard else None
         log.info("task %s", task.summary())
         start = time.perf_counter()
-        model.fit(task.train, task.val)
+        model.fit(task.train, task.val, callback=board)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
@@ -63,6 +64,8 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
         if writer:
             write_run(folder, model, result, t_test, f_test, f"{cfg.data} class {task.class_name}")
     finally:
+        if board is not None:
+            board.close()
         if handler is not None:
             logging.getLogger("dlmsvdd").removeHandler(handler)
             handler.close()
@@ -73,6 +76,7 @@ def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title:
     """Metrics, history, plots, test scores and the checkpoint."""
     run_outputs.write_json(folder / "metrics.json", result)
     run_outputs.write_json(folder / "history.json", model.history_)
+    run_outputs.write_history_csv(model.history_, folder / "history.csv")
     run_outputs.plot_convergence(model.history_, folder / "convergence.png")
     run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",

@@ -1,5 +1,8 @@
 """The run configuration: the task, the model, the boundary and the optimiser,
-with the paper's defaults, read from keyword arguments, a YAML file or flags."""
+with the paper's defaults, read from keyword arguments, a YAML file or flags.
+One exception: no pretrained weights unless asked for (they are not shipped),
+and then backbone "auto" is the small CNN; ``weights="imagenet"`` gives the
+paper's ResNet-50 (the presets ask for it)."""
 
 from __future__ import annotations
 
@@ -26,9 +29,9 @@ class TrainConfig:
     rho: float | None = None  # long-tailed pool with imbalance rho (then every other class is anomalous)
     fine_labels: bool = False  # CIFAR-100: 100 fine classes instead of 20 superclasses
     val_fraction: float = 0.2
-    # the network
-    backbone: str = "resnet50"
-    weights: str | None = "imagenet"  # "imagenet" (local torch cache), a state-dict file, or None
+    # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"
+    backbone: str = "auto"  # small_cnn when no pretrained weights are asked for, else resnet50
+    weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
     # the boundary (alpha-step)
@@ -56,6 +59,7 @@ class TrainConfig:
     num_workers: int = 0
     verbose: int = 1
     output: str | None = None
+    tensorboard: bool = False  # also log each epoch's numbers to output/tensorboard (needs tensorboard)
     extra: dict = field(default_factory=dict)  # free-form notes stored with the run
 
     def validate(self) -> "TrainConfig":
@@ -65,10 +69,12 @@ class TrainConfig:
 
         if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
             self.weights = None
+        if self.backbone == "auto":  # a network that fits without pretrained weights; the paper's with them
+            self.backbone = "small_cnn" if self.weights is None else "resnet50"
 
         need(self.data in DATASETS, f"data must be one of {DATASETS}, got {self.data!r}")
         need(self.backbone in BACKBONES + ("custom",),
-             f"backbone must be one of {BACKBONES} (or 'custom' with a module), got {self.backbone!r}")
+             f"backbone must be one of {BACKBONES} or 'auto' (or 'custom' with a module), got {self.backbone!r}")
         need(self.ratio is None or (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 10),
              f"ratio must be in (0, 10] (anomalies per normal sample), got {self.ratio!r}")
         need(self.rho is None or self.rho >= 1, f"rho must be >= 1, got {self.rho!r}")
