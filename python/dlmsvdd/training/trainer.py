@@ -252,7 +252,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         best weights' non-augmented training features.
 
         ``fit(train, val=None)``: datasets of (image, target). ``fit(X, y=None)``:
-        an array of images and targets in {+1, -1} (None: all normal), split
+        an array of images and targets in {+1, -1} (None: all normal, one-class
+        training, which needs ``nu=1``), split
         into training and a stratified validation share ``val_fraction``
         (seeded by ``seed``; the split of ``dlmsvdd.tasks``). ``callback(row)``
         is called with each epoch's history row as it finishes."""
@@ -280,6 +281,9 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             if not np.isin(targets, (1, -1)).all():
                 raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {np.unique(targets)[:5].tolist()}")
             targets = targets.astype(int)
+        if (targets > 0).all() and self.config.nu != 1:  # the dual's rule, said before any training
+            raise ValueError(f"without anomalies (y None or all +1) the boundary is one-class SVDD, which needs "
+                             f"nu=1 (got nu={self.config.nu}): DLMSVDD(nu=1)")
         train, val = protocols.train_val_split(protocols.Split(np.arange(n), targets), self.config.val_fraction,
                                                self.config.seed)
         return ArrayImages(images, train), ArrayImages(images, val)
