@@ -5,9 +5,13 @@ raw images; images of the wrong shape refused; `dlmsvdd export` and
 
 import copy
 import csv
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
+import onnxruntime as ort  # the export extra (the test extra installs it)
 import pytest
 import torch
 
@@ -15,8 +19,6 @@ from dlmsvdd import DLMSVDD, TrainConfig, datasets, tasks
 from dlmsvdd.cli import main
 from dlmsvdd.data.sources import STATS
 from dlmsvdd_ext.kernels import BACKENDS
-
-ort = pytest.importorskip("onnxruntime")  # the export extra; CI installs it with the test extra
 
 # The parity the export promises: 1e-5 relative, or 2e-6 absolute where f is near 0. f = 1 - 2 k'a + a'Ka is
 # a difference of terms of size about 1 + a'Ka, which float32 rounds at about 1e-7 each; at f = 0.03 both
@@ -182,3 +184,17 @@ def test_export_refuses_unknown_formats(trained, tmp_path):
         trained.export(tmp_path / "m.x", format="tflite")
     with pytest.raises(ValueError, match="input_dtype must be one of"):
         trained.export(tmp_path / "m.onnx", input_dtype="float16")
+
+
+def test_the_optional_packages_are_optional(trained, tmp_path):
+    """dlmsvdd, dlmsvdd_ext and the command import without onnx, onnxruntime and
+    tensorboard; an ONNX export then says what to install."""
+    script = ("import sys\n"
+              "for name in ('onnx', 'onnxscript', 'onnxruntime', 'tensorboard'): sys.modules[name] = None\n"
+              "import dlmsvdd, dlmsvdd_ext\nfrom dlmsvdd.cli import build_parser, main\nbuild_parser()\n"
+              f"sys.exit(main(['export', {str(tmp_path / 'model.pt')!r}]))\n")
+    trained.save(tmp_path / "model.pt")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.returncode == 2, done.stderr
+    assert "ONNX export needs the export extra: pip install 'dlmsvdd[export]'" in done.stderr

@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from dlmsvdd import datasets, tasks
 from dlmsvdd.data.preprocessing import Preprocessing
 
-torchvision = pytest.importorskip("torchvision")
 
 
 def _pil_reference(spec, pixels):

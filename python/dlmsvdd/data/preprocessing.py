@@ -148,7 +148,10 @@ class ImageFiles(Dataset):
 def image_files(names) -> list[Path]:
     """The image files named: files as given, folders searched (recursively,
     sorted) for the files Pillow reads by their extension."""
-    from PIL import Image
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ValueError("reading image files needs Pillow: pip install pillow") from None
 
     extensions = {e.lower() for e in Image.registered_extensions()}
     files = []
