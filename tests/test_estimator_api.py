@@ -11,6 +11,9 @@ from dlmsvdd import DLMSVDD, datasets, metrics, protocols, tasks
 PARAMS = dict(backbone="small_cnn", epochs=3, lr=1e-3, batch_size=64, n_components=64, verbose=0)
 
 
+NORMAL, RATIO, SEED = 4, 0.5, 0
+
+
 @pytest.fixture(scope="module")
 def source():
     return datasets.digits()
@@ -18,13 +21,13 @@ def source():
 
 @pytest.fixture(scope="module")
 def task(source):
-    return tasks.make_task(source, normal_class=4, ratio=0.5, seed=0)
+    return tasks.make_task(source, normal_class=NORMAL, ratio=RATIO, seed=SEED)
 
 
 @pytest.fixture(scope="module")
 def pool_arrays(source, task):
     """The task's training pool (before its train/validation split) as the arrays the network is given."""
-    pool = protocols.one_vs_rest(source.train_labels, 4, 0.5, seed=0)
+    pool = protocols.one_vs_rest(source.train_labels, NORMAL, RATIO, seed=SEED)
     images = torch.stack([task.train.transform(source.train.images[i]) for i in pool.indices])
     return images.numpy(), pool.targets
 

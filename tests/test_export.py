@@ -160,6 +160,9 @@ def test_score_images_and_export_of_an_image_folder_run(tmp_path, capsys):
     pixels = np.stack([np.asarray(Image.open(row["file"])).transpose(2, 0, 1) for row in by_files])
     session = ort.InferenceSession(str(run / "model.onnx"))
     np.testing.assert_allclose(session.run(None, {"images": pixels})[0], reference, rtol=RTOL, atol=ATOL)
+    assert main(["export", str(run), "--format", "torchscript"]) == 0
+    scorer = _torchscript(run / "model.torchscript.pt")
+    np.testing.assert_allclose(scorer(torch.from_numpy(pixels))[0].numpy(), reference, rtol=RTOL, atol=ATOL)
 
 
 def test_score_images_refuses_images_of_another_size(tmp_path, capsys):
