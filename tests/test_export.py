@@ -201,3 +201,16 @@ def test_the_optional_packages_are_optional(trained, tmp_path):
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 2, done.stderr
     assert "ONNX export needs the export extra: pip install 'dlmsvdd[export]'" in done.stderr
+
+
+def test_checkpoints_without_a_preprocessing_record_score_but_do_not_export(trained, task, tmp_path):
+    trained.save(tmp_path / "model.pt")
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    del state["preprocessing"]  # as checkpoints were written before the record was kept
+    torch.save(state, tmp_path / "old.pt")
+    old = DLMSVDD.load(tmp_path / "old.pt")
+    np.testing.assert_array_equal(old.dissimilarity(task.test), trained.dissimilarity(task.test))
+    with pytest.raises(ValueError, match="holds no preprocessing record"):
+        old.export(tmp_path / "old.onnx")
+    loaded = DLMSVDD.load(tmp_path / "model.pt")
+    assert loaded.preprocessing_ == trained.preprocessing_ == task.train.preprocessing

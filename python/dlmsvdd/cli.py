@@ -181,11 +181,8 @@ def _score(args) -> int:
     model = runs.load_model(args.run)
     files = None
     if args.images:
-        if model.preprocessing_ is None:
-            raise ValueError(f"{args.run} holds no preprocessing record (saved by an older dlmsvdd): retrain it, "
-                             "or preprocess the images yourself and use --npy")
         files = image_files(args.images)
-        f, targets = model.scores(ImageFiles(files, model.preprocessing_))
+        f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
     elif args.npy:
         import numpy as np
 
@@ -225,7 +222,7 @@ def _export(args) -> int:
         output = folder / f"model{export.SUFFIXES[args.format]}"
     path = model.export(output, format=args.format, input_dtype=args.input_dtype)
     kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
-    print(f"wrote {path} ({args.format}): input 'images', {model.preprocessing_.expects()} (this file: {kind}); "
+    print(f"wrote {path} ({args.format}): input 'images', {model.stored_preprocessing().expects()} (this file: {kind}); "
           f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
           f"dissimilarity >= {model.threshold_:.6g})")
     return 0

@@ -46,25 +46,23 @@ class Scorer(nn.Module):
 
 def build_scorer(model) -> Scorer:
     """The scorer of a fitted DLMSVDD, in eval mode on the CPU."""
-    if model.preprocessing_ is None:
-        raise ValueError("this model holds no preprocessing record (trained on inputs that are not images, or "
-                         "saved by a dlmsvdd that did not keep one): it cannot take raw images")
+    preprocess = model.stored_preprocessing().module()
     network = copy.deepcopy(model.network_).cpu()
-    scorer = Scorer(model.preprocessing_.module(), network, PortableBoundary(model.svdd_), model.threshold_)
+    scorer = Scorer(preprocess, network, PortableBoundary(model.svdd_), model.threshold_)
     return scorer.eval().requires_grad_(False)
 
 
 def metadata(model, input_dtype: str) -> dict:
     """What the exported file says about itself."""
-    return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": model.preprocessing_.expects(),
-            "input_dtype": input_dtype, "outputs": "dissimilarity (float32, higher = more anomalous), "
-            "decision (int64: +1 normal, -1 anomaly)", "threshold": repr(float(model.threshold_)),
-            "preprocessing": json.dumps(model.preprocessing_.to_dict()), "backend": model.config.backend}
+    spec = model.stored_preprocessing()
+    return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": spec.expects(), "input_dtype": input_dtype,
+            "outputs": "dissimilarity (float32, higher = more anomalous), decision (int64: +1 normal, -1 anomaly)",
+            "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
+            "backend": model.config.backend}
 
 
-def _example(model, dtype: torch.dtype) -> torch.Tensor:
+def _example(spec, dtype: torch.dtype) -> torch.Tensor:
     """A batch of two raw images (two: torch.export specialises a batch of 1)."""
-    spec = model.preprocessing_
     height, width = spec.size_in or spec.size
     return torch.zeros(2, spec.channels_in, height, width, dtype=dtype)
 
@@ -75,11 +73,11 @@ def export(model, path, format: str = "onnx", input_dtype: str = "float32") -> P
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
     if input_dtype not in INPUT_DTYPES:
         raise ValueError(f"input_dtype must be one of {tuple(INPUT_DTYPES)}, got {input_dtype!r}")
-    path = Path(path)
+    path, spec = Path(path), model.stored_preprocessing()
     scorer = build_scorer(model)
-    example = _example(model, INPUT_DTYPES[input_dtype])
+    example = _example(spec, INPUT_DTYPES[input_dtype])
     if format == "onnx":
-        _onnx(scorer, example, path, metadata(model, input_dtype), any_size=model.preprocessing_.size_in is None)
+        _onnx(scorer, example, path, metadata(model, input_dtype), any_size=spec.size_in is None)
     else:
         _torchscript(scorer, example, path, metadata(model, "uint8 or float32"))
     return path

@@ -253,10 +253,10 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
         ``fit(train, val=None)``: datasets of (image, target). ``fit(X, y=None)``:
         an array of images and targets in {+1, -1} (None: all normal, one-class
-        training, which needs ``nu=1``), split
-        into training and a stratified validation share ``val_fraction``
-        (seeded by ``seed``; the split of ``dlmsvdd.tasks``). ``callback(row)``
-        is called with each epoch's history row as it finishes."""
+        training, which needs ``nu=1``), split into training and a stratified
+        validation share ``val_fraction`` (seeded by ``seed``; the split of
+        ``dlmsvdd.tasks``). ``callback(row)`` is called with each epoch's
+        history row as it finishes."""
         if is_array(X):
             images = array_images(X)
             train, val = self._array_split(images, y)
@@ -438,12 +438,17 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         """Raw images (uint8 or float in [0, 1], (N, C, H, W) or grey (N, H, W))
         as the network takes them: the preprocessing the model was trained
         with (``preprocessing_``), in the torch operations an export runs."""
-        self._check_fitted("preprocessing_")
-        if self.preprocessing_ is None:
-            raise ValueError("this model was trained on inputs that are not images; it has no preprocessing")
         raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
         with torch.no_grad():
-            return self.preprocessing_.module()(raw)
+            return self.stored_preprocessing().module()(raw)
+
+    def stored_preprocessing(self) -> Preprocessing:
+        """``preprocessing_``, or a ValueError saying why a model has none."""
+        self._check_fitted("preprocessing_")
+        if self.preprocessing_ is None:
+            raise ValueError("this model holds no preprocessing record (trained on inputs that are not images, or "
+                             "saved by a dlmsvdd that did not keep one): it cannot take raw images")
+        return self.preprocessing_
 
     def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
         """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
