@@ -6,7 +6,9 @@ DLMSVDD.dissimilarity, same process, same batch, interleaved.
 The ONNX model takes the raw batch and runs everything (preprocessing,
 network, kernel boundary, threshold); ``dissimilarity`` is given the batch
 already preprocessed (as a dataset hands it over) and runs the network in
-torch and the boundary on the compiled kernels.
+torch and the boundary on the compiled kernels. Each call waits 0.3 s first
+(``time_interleaved(settle=)``): onnxruntime's and OpenMP's idle threads spin
+for a while after a call and would take a core from the next.
 """
 
 import numpy as np
@@ -47,7 +49,7 @@ def test_onnx_against_dissimilarity(case, benchmark, tmp_path):
     np.testing.assert_allclose(f_onnx, f_model, rtol=1e-4)
     worst = float(np.max(np.abs(f_onnx - f_model) / np.abs(f_model)))
     t = time_interleaved({"onnx": lambda: session.run(None, {"images": images}),
-                          "dissimilarity": lambda: model.dissimilarity(inputs)}, rounds=7, warm=True)
+                          "dissimilarity": lambda: model.dissimilarity(inputs)}, rounds=7, warm=True, settle=0.3)
     rate = {name: BATCH / seconds for name, seconds in t.items()}
     print(f"\n{case} ({n_train} training images, gamma {model.svdd_.gamma_:.3g}, {torch.get_num_threads()} torch "
           f"threads): batch {BATCH}, ONNX {rate['onnx']:.0f} images/s, DLMSVDD.dissimilarity "
