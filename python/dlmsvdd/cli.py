@@ -186,9 +186,7 @@ def _score(args) -> int:
     elif args.npy:
         import numpy as np
 
-        images = np.load(args.npy)
-        if images.ndim not in (3, 4):
-            raise ValueError(f"{args.npy}: expected preprocessed images (N, C, H, W), got shape {images.shape}")
+        images = np.load(args.npy)  # the network's inputs; their shape is checked by the model
         f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
     else:
         cfg = model.config
