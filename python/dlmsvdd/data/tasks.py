@@ -72,7 +72,7 @@ class TensorTransform:
 
 
 def _pil_transforms(source: sources.Source, mean, std, channels: int, size: int | None):
-    from torchvision import transforms as T
+    T = sources.vision("torchvision.transforms", f"the {source.name} data set's image transforms")
 
     resize = [T.Resize((size, size))] if size is not None else []
     grey = [T.Grayscale(channels)] if source.channels != channels else []

@@ -22,9 +22,9 @@ def write_yaml(path: Path, data: dict) -> None:
     path.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def attach_log(folder: Path) -> logging.Handler:
-    """Copies the package's log records into folder/log.txt."""
-    handler = logging.FileHandler(folder / "log.txt")
+def attach_log(folder: Path, append: bool = False) -> logging.Handler:
+    """Copies the package's log records into folder/log.txt (a new one, or appended to)."""
+    handler = logging.FileHandler(folder / "log.txt", mode="a" if append else "w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("dlmsvdd")
     logger.addHandler(handler)

@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import platform
 import time
+import warnings
 
 import numpy as np
 import sklearn.base
@@ -21,13 +22,11 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
-from . import memory, metrics, parallel
+from . import checkpoints, divergence, memory, metrics, parallel
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
-
-CHECKPOINT_FORMAT = 1
 
 
 def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
@@ -49,9 +48,26 @@ def versions() -> dict:
 
 
 def resolve_device(name: str) -> torch.device:
+    """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            why = "torch sees no CUDA GPU" if torch.backends.cuda.is_built() else "this torch was built without CUDA"
+            raise ValueError(f"device {name!r} asked for, but {why}; use --device cpu (device='cpu')")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {name!r} asked for, but torch sees {count} CUDA GPU(s); "
+                             f"use cuda:0 to cuda:{count - 1} or --device cpu")
+    elif device.type != "cpu" and not _has_backend(device.type):
+        raise ValueError(f"device {name!r} is not available on this machine; use --device cpu")
+    return device
+
+
+def _has_backend(kind: str) -> bool:
+    module = getattr(torch, kind, None)
+    return bool(getattr(module, "is_available", lambda: False)())
 
 
 class DLMSVDD:
@@ -155,6 +171,9 @@ class DLMSVDD:
         for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
             f = svdd.torch_dissimilarity(network(x.to(self.device)))
             loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
+            if not self._finite(loss):  # no step on it: the fit rolls back or stops (_diverged)
+                losses.append(float(loss.detach()))
+                break
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
@@ -164,18 +183,42 @@ class DLMSVDD:
             self.group_.sync_buffers(self.network_)
         return losses
 
+    def _finite(self, loss: torch.Tensor) -> bool:
+        """Whether the batch loss is finite on every process (all stop together)."""
+        finite = torch.isfinite(loss.detach()).to(torch.float32)
+        if self.group_ is not None:
+            torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
+        return bool(finite)
+
     # ---- training
 
-    def fit(self, train: Dataset, val: Dataset | None = None) -> "DLMSVDD":
+    def fit(self, train: Dataset, val: Dataset | None = None, *, checkpoint=None,
+            resume: bool = False) -> "DLMSVDD":
         """Alternating optimisation for config.epochs epochs (none with a frozen
         backbone), best epoch by validation, then the boundary refitted from the
-        best weights' non-augmented training features."""
+        best weights' non-augmented training features.
+
+        Non-finite or collapsed features or loss stop the epochs early
+        (``dlmsvdd.training.divergence``): the best epoch so far is kept, with a
+        ``DivergenceWarning`` and a line in ``warnings_``, or, with
+        ``on_divergence="error"``, ``TrainingDiverged`` is raised.
+
+        ``checkpoint``: a file the training state is written to after every
+        epoch (``dlmsvdd.training.checkpoints``); with ``resume`` the fit
+        continues from it (written by a run of this configuration) and ends as
+        the run that wrote it would have, bit for bit at the same thread count.
+        """
         cfg = self.config
         if len(train) == 0:
             raise ValueError("the training set is empty")
+        if resume and checkpoint is None:
+            raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
+        state = checkpoints.read(checkpoint, checkpoints.TRAINING) if resume else None
+        if state is not None:
+            checkpoints.check_config(state, cfg.to_dict(), checkpoint)
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
-        self.in_channels_ = example.shape[0]
+        self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
         self.network_ = self._build_network(self.in_channels_)
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -193,13 +236,20 @@ class DLMSVDD:
             self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         augmented = train.augmented() if hasattr(train, "augmented") else train
         epochs = 0 if cfg.frozen else cfg.epochs
-        best = (-np.inf, 0, None)
-        self.history_ = []
+        best = (-np.inf, 0, None)  # (selection key, epoch, network weights) of the best epoch so far
+        self.history_, self.warnings_, first = [], [], 0
+        if state is not None:
+            first, best = self._restore_training(state, optimizer)
+            log.info("resumed from %s at epoch %d", checkpoint, first)
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
-        bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=quiet)
+        bar = tqdm(range(first, epochs + 1), initial=first, total=epochs + 1, desc="DLM-SVDD", disable=quiet)
         for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
             start = time.perf_counter()
             feats, targets = self._features(train)  # 1. features of the training set, eval mode
+            problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
+            if problem is not None:
+                self._diverged(epoch, problem, best)
+                break
             t_features = time.perf_counter()
             svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
             row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
@@ -216,12 +266,57 @@ class DLMSVDD:
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
+            if not np.isfinite(row.get("omega_loss", 0.0)):
+                self._diverged(epoch, f"the omega-step loss is not finite ({batch_losses[-1]})", best)
+                break
+            if checkpoint is not None:
+                self._save_training(checkpoint, epoch + 1, best, optimizer)
             bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
         self._refit(train, val)
         return self
+
+    def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
+        """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
+        if best[2] is None:
+            raise divergence.TrainingDiverged(
+                f"the initial network's {problem}; check the data and the backbone's weights")
+        hint = f"lower the learning rate (lr {self.config.lr:g})"
+        if self.config.on_divergence == "error":
+            raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
+        message = (f"training stopped at epoch {epoch}: {problem}; keeping epoch {best[1]}, the best before it "
+                   f"({hint}, or on_divergence='error' to fail instead)")
+        self.warnings_.append(message)
+        log.warning(message)
+        warnings.warn(message, divergence.DivergenceWarning, stacklevel=3)
+
+    def _save_training(self, path, next_epoch: int, best: tuple, optimizer) -> None:
+        """The training state after an epoch (every rank gathers its random
+        generators; the main process writes)."""
+        rng = checkpoints.rng_states(self.group_)
+        if self.group_ is not None and not self.group_.is_main:
+            return
+        checkpoints.write(path, {
+            "config": self.config.to_dict(), "next_epoch": next_epoch, "input_shape": list(self.input_shape_),
+            "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
+            "boundary": self.svdd_.state_dict(), "history": self.history_,
+            "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
+
+    def _restore_training(self, state: dict, optimizer) -> tuple[int, tuple]:
+        """Continues where ``_save_training`` left off: the next epoch and the best so far."""
+        if list(state["input_shape"]) != list(self.input_shape_):
+            raise ValueError(f"the checkpoint was trained on images of shape {tuple(state['input_shape'])}, "
+                             f"this data set has {self.input_shape_}")
+        self.network_.load_state_dict(state["network"])
+        if optimizer is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        self.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=self.device)
+        self.history_ = state["history"]
+        checkpoints.set_rng_states(state["rng"], self.group_)
+        best = state["best"]
+        return state["next_epoch"], (best["key"], best["epoch"], best["network"])
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, and the decision threshold."""
@@ -256,12 +351,24 @@ class DLMSVDD:
         """f(x) and the targets of a dataset (or a tensor of images) in one pass
         (every process scores its shard; all get all the scores)."""
         if isinstance(data, torch.Tensor):
+            self._check_images(data)
             data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
         feats, targets = self._features(data)
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
         if self.group_ is not None:
             f, targets = self.group_.gather(f, len(data)), self.group_.gather(targets.to(f.device), len(data))
         return f.cpu().numpy(), targets.cpu().numpy()
+
+    def _check_images(self, images: torch.Tensor) -> None:
+        """Images as the network was trained on: (N, C, H, W) with its channels
+        and size (the task's evaluation transform already applied)."""
+        shape = getattr(self, "input_shape_", ()) or (self.in_channels_, "H", "W")  # models saved before input_shape_
+        expected = f"(N, {', '.join(map(str, shape))})"
+        size_differs = len(shape) == 3 and isinstance(shape[1], int) and images.ndim == 4 and \
+            tuple(images.shape[2:]) != tuple(shape[1:])
+        if images.ndim != 4 or images.shape[1] != shape[0] or size_differs:
+            raise ValueError(f"this model takes images of shape {expected}, preprocessed as its task's evaluation "
+                             f"transform; got shape {tuple(images.shape)}")
 
     def dissimilarity(self, data) -> np.ndarray:
         """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
@@ -283,30 +390,40 @@ class DLMSVDD:
     # ---- checkpoints
 
     def save(self, path) -> None:
-        """Weights, boundary, threshold, config, history and package versions
-        (with several processes: from one of them; all hold the same model)."""
-        torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels_,
-                    "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
-                    "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
-                    "versions": versions()}, path)
+        """Weights, boundary, threshold, config, history and package versions,
+        written atomically (with several processes: from one of them; all hold
+        the same model)."""
+        checkpoints.write(path, {
+            "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
+            "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(), "threshold": self.threshold_,
+            "best_epoch": self.best_epoch_, "history": self.history_, "warnings": self.warnings_,
+            "versions": versions()}, checkpoints.MODEL)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
         """A saved model; scores exactly as the one that was saved. A custom
-        backbone must be passed again (its architecture is code, not data)."""
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{path} is not a dlmsvdd checkpoint (format {CHECKPOINT_FORMAT})")
+        backbone must be passed again (its architecture is code, not data).
+        ``device``: where to score (default: where it was trained, or the CPU
+        when this machine lacks that device)."""
+        state = checkpoints.read(path, checkpoints.MODEL)
         values = dict(state["config"])
-        if device is not None:
+        if device is None:
+            try:
+                resolve_device(values["device"])
+            except ValueError as err:
+                log.warning("%s; loading %s on the CPU", err, path)
+                values["device"] = "cpu"
+        else:
             values["device"] = device
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
+        model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
         model.network_ = model._build_network(model.in_channels_)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
+        model.warnings_ = state.get("warnings", [])
         return model
