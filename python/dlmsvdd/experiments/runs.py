@@ -68,7 +68,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         handler = run_outputs.attach_log(folder, append=resume)
     try:
         if writer and not resume:
-            checkpoint.unlink(missing_ok=True)  # an earlier run's: it must not be resumed with this configuration
+            checkpoints.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
         log.info("task %s", task.summary())
         start = time.perf_counter()
@@ -83,7 +83,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
                   "versions": versions()}
         if writer:
             write_run(folder, model, result, t_test, f_test, f"{cfg.data} class {task.class_name}")
-            checkpoint.unlink(missing_ok=True)  # finished: model.pt holds what the run is for
+            checkpoints.remove(checkpoint)  # finished: model.pt holds what the run is for
     except BaseException:
         if writer and not checkpoint.exists():  # a failed start: nothing of it stays behind
             _remove_new(folder, made, before, handler)

@@ -54,6 +54,14 @@ def write(path, state: dict, kind: str) -> None:
         os.close(folder)
 
 
+def remove(path) -> None:
+    """The file, and any temporary that a write killed half-way left beside it."""
+    path = Path(path)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
 def read(path, kind: str) -> dict:
     """The checkpoint at ``path``, refused with a message that says why when it
     is missing, empty, not a dlmsvdd checkpoint, newer than this version reads,
@@ -66,7 +74,8 @@ def read(path, kind: str) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - pickle, zip and torch errors alike: not a checkpoint of ours
-        raise ValueError(f"{path} is not a dlmsvdd checkpoint (torch.load: {type(err).__name__}: {err})"[:800]) from None
+        reason = f"{type(err).__name__}: {err}"[:500]
+        raise ValueError(f"{path} is not a dlmsvdd checkpoint (torch.load: {reason})") from None
     if not isinstance(state, dict) or not isinstance(state.get("format"), int):
         raise ValueError(f"{path} is not a dlmsvdd checkpoint (a torch file without dlmsvdd's 'format')")
     if state["format"] > FORMAT:

@@ -163,29 +163,32 @@ class DLMSVDD:
         return DataLoader(augmented, batch_size=batch, sampler=sampler, num_workers=cfg.num_workers,
                           drop_last=len(sampler) > batch)
 
-    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> list[float]:
+    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
+        """Step 4: the batch losses, and what broke if a batch's features or loss
+        were not finite (no step is taken on it; the fit then stops)."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
         losses = []
         for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
-            f = svdd.torch_dissimilarity(network(x.to(self.device)))
+            z = network(x.to(self.device))
+            f = svdd.torch_dissimilarity(z)
             loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
-            if not self._finite(loss):  # no step on it: the fit rolls back or stops (_diverged)
-                losses.append(float(loss.detach()))
-                break
+            losses.append(float(loss.detach()))
+            if not self._finite(z, loss):
+                return losses, (f"the omega-step's features or loss are not finite "
+                                f"(batch {len(losses)}, loss {losses[-1]:.4g})")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
             optimizer.step()
-            losses.append(float(loss.detach()))
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
-        return losses
+        return losses, None
 
-    def _finite(self, loss: torch.Tensor) -> bool:
-        """Whether the batch loss is finite on every process (all stop together)."""
-        finite = torch.isfinite(loss.detach()).to(torch.float32)
+    def _finite(self, *tensors: torch.Tensor) -> bool:
+        """Whether the tensors are finite on every process (all stop together)."""
+        finite = torch.stack([torch.isfinite(x.detach()).all() for x in tensors]).all().to(torch.float32)
         if self.group_ is not None:
             torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
         return bool(finite)
@@ -261,18 +264,18 @@ class DLMSVDD:
                 best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
-                batch_losses = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
-                                                cfg.verbose >= 2 and not quiet)
+                batch_losses, problem = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
+                                                         cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
-            if not np.isfinite(row.get("omega_loss", 0.0)):
-                self._diverged(epoch, f"the omega-step loss is not finite ({batch_losses[-1]})", best)
+            if problem is not None:
+                self._diverged(epoch, problem, best)
                 break
-            if checkpoint is not None:
-                self._save_training(checkpoint, epoch + 1, best, optimizer)
             bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
+            if checkpoint is not None:
+                self._save_training(checkpoint, epoch + 1, best, optimizer)
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
         self._refit(train, val)
