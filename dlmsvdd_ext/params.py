@@ -56,9 +56,9 @@ def _describe(constraint) -> str:
             closing = "]" if constraint.closed in ("right", "both") else ")"
             return f"{kind} in {opening}{left:g}, {right:g}{closing}"
         if left == 0 and constraint.closed in ("neither", "right"):
-            return "a positive integer" if constraint.type is Integral else "a positive finite number"
+            return "a positive integer" if constraint.type is Integral else "a positive number"
         if right in (None, math.inf) and constraint.closed in ("left", "both"):
-            return f">= {left:g} (finite)" if constraint.type is Real else f"{kind} >= {left:g}"
+            return f">= {left:g}" if constraint.type is Real else f"{kind} >= {left:g}"
         if right == math.inf and constraint.closed == "neither":
             return f"a finite number > {left:g}"
         return str(constraint)
@@ -92,5 +92,6 @@ def check(values: dict, names: dict | None = None, table: dict | None = None) ->
         if not any(_satisfied(c, value) for c in constraints):
             name = (names or {}).get(key, key)
             allowed = " or ".join(_describe(c) for c in constraints)
-            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}")
+            infinite = isinstance(value, Real) and not math.isfinite(value)
+            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}" + (" (not finite)" * infinite))
 
