@@ -216,33 +216,13 @@ class DLMSVDD:
             raise ValueError("the training set is empty")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
-        state = checkpoints.read(checkpoint, checkpoints.TRAINING) if resume else None
-        if state is not None:
-            checkpoints.check_config(state, cfg.to_dict(), checkpoint)
-        torch.manual_seed(cfg.seed)
-        example, _ = train[0]
-        self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
-        self.network_ = self._build_network(self.in_channels_)
-        if cfg.frozen:
-            self.network_.requires_grad_(False)
-        self.ddp_ = None
-        if self.group_ is not None and not cfg.frozen:
-            self.ddp_ = DistributedDataParallel(self.network_, device_ids=None if self.device.type == "cpu"
-                                                else [self.device])
-        self.n_train_ = len(train)
-        solver = cfg.solver
-        if self.group_ is not None and LpSVDD.sharded_solver(solver) != solver:
-            solver = LpSVDD.sharded_solver(solver)
-            log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
-        self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
-        optimizer = None if cfg.frozen else torch.optim.Adam(
-            self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = self._start(train)
         augmented = train.augmented() if hasattr(train, "augmented") else train
         epochs = 0 if cfg.frozen else cfg.epochs
         best = (-np.inf, 0, None)  # (selection key, epoch, network weights) of the best epoch so far
         self.history_, self.warnings_, first = [], [], 0
-        if state is not None:
-            first, best = self._restore_training(state, optimizer)
+        if resume:
+            first, best = self._restore_training(checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
         bar = tqdm(range(first, epochs + 1), initial=first, total=epochs + 1, desc="DLM-SVDD", disable=quiet)
@@ -281,6 +261,29 @@ class DLMSVDD:
         self._refit(train, val)
         return self
 
+    def _start(self, train: Dataset):
+        """The network (seeded), its DDP wrapper under torchrun, the boundary
+        estimator and the optimiser (None with a frozen backbone)."""
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        example, _ = train[0]
+        self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
+        self.network_ = self._build_network(self.in_channels_)
+        if cfg.frozen:
+            self.network_.requires_grad_(False)
+        self.ddp_ = None
+        if self.group_ is not None and not cfg.frozen:
+            self.ddp_ = DistributedDataParallel(self.network_, device_ids=None if self.device.type == "cpu"
+                                                else [self.device])
+        self.n_train_ = len(train)
+        solver = cfg.solver
+        if self.group_ is not None and LpSVDD.sharded_solver(solver) != solver:
+            solver = LpSVDD.sharded_solver(solver)
+            log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
+        self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
+        return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=cfg.lr,
+                                                        weight_decay=cfg.weight_decay)
+
     def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
         """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
         if best[2] is None:
@@ -307,11 +310,11 @@ class DLMSVDD:
             "boundary": self.svdd_.state_dict(), "history": self.history_,
             "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
 
-    def _restore_training(self, state: dict, optimizer) -> tuple[int, tuple]:
-        """Continues where ``_save_training`` left off: the next epoch and the best so far."""
-        if list(state["input_shape"]) != list(self.input_shape_):
-            raise ValueError(f"the checkpoint was trained on images of shape {tuple(state['input_shape'])}, "
-                             f"this data set has {self.input_shape_}")
+    def _restore_training(self, path, optimizer) -> tuple[int, tuple]:
+        """Continues where ``_save_training`` left off (at ``path``, written by a
+        run of this configuration): the next epoch and the best so far."""
+        state = checkpoints.read(path, checkpoints.TRAINING)
+        checkpoints.check_config(state, self.config.to_dict(), path)
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
             optimizer.load_state_dict(state["optimizer"])
