@@ -150,15 +150,15 @@ def _train(args) -> int:
         cfg.output = str(runs.default_output(cfg))
     progress = None if resume else runs.unfinished(cfg.output)
     if progress is not None:
-        raise ValueError(f"{cfg.output} holds an unfinished run (epoch {progress['epoch']} of "
-                         f"{progress['epochs'] + 1} saved): continue it with `dlmsvdd train --resume {cfg.output}`, "
+        raise ValueError(f"{cfg.output} holds an unfinished run (epochs 0 to {progress['next_epoch'] - 1} of 0 to "
+                         f"{progress['epochs']} saved): continue it with `dlmsvdd train --resume {cfg.output}`, "
                          f"or remove {Path(cfg.output) / runs.CHECKPOINT} to start over")
     try:
         _, result, folder = runs.train(cfg, resume=resume)
     except KeyboardInterrupt:
         progress = runs.unfinished(cfg.output) if Path(cfg.output).is_dir() else None
         saved = ("nothing was saved" if progress is None else
-                 f"epochs 0 to {progress['epoch'] - 1} are saved in {Path(cfg.output) / runs.CHECKPOINT}; "
+                 f"epochs 0 to {progress['next_epoch'] - 1} are saved in {Path(cfg.output) / runs.CHECKPOINT}; "
                  f"continue with `dlmsvdd train --resume {cfg.output}`")
         print(f"dlmsvdd train: interrupted; {saved}", file=sys.stderr)
         return 130

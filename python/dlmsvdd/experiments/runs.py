@@ -46,7 +46,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
 
     Every check on the configuration, the data and the device runs before the
     folder is made; a run that fails before its first epoch is saved removes
-    what it wrote (the folder, if it made it). ``resume``: continue the
+    what it wrote (the folder, if it made it). A fresh run replaces what an
+    earlier run left in the folder, its checkpoint first. ``resume``: continue the
     unfinished run in ``cfg.output`` from its ``checkpoint.pt`` (``cfg`` must be
     that run's configuration, up to verbose and device); the checkpoint is
     removed once ``model.pt`` is written.
@@ -61,12 +62,13 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     task = build_task(cfg)  # data errors surface before the folder or the network exist
     model = DLMSVDD(cfg)  # joins torchrun's process group, if any
     writer = model.group_ is None or model.group_.is_main
-    made, handler = None, None
+    made, handler, before = None, None, set()
     if writer:
         before = set(os.listdir(folder)) if folder.is_dir() else set()
         made = _make_folder(folder)
-        handler = run_outputs.attach_log(folder, append=resume)
     try:
+        if writer:
+            handler = run_outputs.attach_log(folder, append=resume)
         if writer and not resume:
             checkpoints.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
@@ -102,7 +104,7 @@ def _make_folder(folder: Path) -> Path | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ValueError(f"cannot create the run folder {str(folder)!r}: {err.strerror or err}") from None
-    if not os.access(folder, os.W_OK):
+    if not os.access(folder, os.W_OK):  # only a folder that existed can fail this: one made here is ours
         raise ValueError(f"the run folder {str(folder)!r} is not writable; choose another --output")
     return top
 
@@ -125,12 +127,13 @@ def _remove_new(folder: Path, made: Path | None, before: set, handler) -> None:
 
 
 def unfinished(folder) -> dict | None:
-    """The progress of the unfinished run in ``folder`` ({"epoch", "epochs"}), or None."""
+    """The unfinished run in ``folder``: {"next_epoch", "epochs", "config"} of its
+    checkpoint, or None when there is none."""
     path = Path(folder) / CHECKPOINT
     if not path.is_file():
         return None
     state = checkpoints.read(path, checkpoints.TRAINING)
-    return {"epoch": state["next_epoch"], "epochs": state["config"]["epochs"], "config": state["config"]}
+    return {"next_epoch": state["next_epoch"], "epochs": state["config"]["epochs"], "config": state["config"]}
 
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
