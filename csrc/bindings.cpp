@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "common/dual_fw_loop.h"
 #include "common/feature_map_params.h"
-#include "common/fw_loop.h"
 #include "common/fwht_params.h"
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "cpu/dual_cpu.h"
 #include "cpu/rbf_cpu.h"
 #include "cpu/rpcholesky_cpu.h"

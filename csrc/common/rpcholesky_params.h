@@ -31,7 +31,7 @@
 #include <limits>
 #include <vector>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "common/rbf_math.h"
 
 namespace dlmsvdd {

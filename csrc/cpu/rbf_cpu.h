@@ -3,7 +3,7 @@
 #include <memory>
 #include <string>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 
 namespace dlmsvdd::cpu {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {

@@ -2,7 +2,7 @@
 // the CPU through the emulation layer (csrc/emu), which is how the kernels'
 // logic is tested on machines without a GPU.
 #pragma once
-#include "common/params.h"
+#include "common/rbf_params.h"
 
 namespace dlmsvdd::cuda {
 

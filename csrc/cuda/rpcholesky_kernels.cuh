@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "common/rpcholesky_params.h"
 #include "cuda/dual_kernels.cuh"  // copy_to_host, rbf_gram_on_device
 #include "cuda/launch.h"
