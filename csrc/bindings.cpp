@@ -16,6 +16,7 @@
 #include "common/fwht_params.h"
 #include "common/rbf_params.h"
 #include "cpu/dual_cpu.h"
+#include "cpu/isa_dispatch.h"
 #include "cpu/rbf_cpu.h"
 #include "cpu/rpcholesky_cpu.h"
 #include "cuda/dual_cuda.h"

@@ -7,7 +7,7 @@
 
 #include "common/feature_map_params.h"
 #include "common/fwht_params.h"
-#include "cpu/rbf_cpu.h"
+#include "cpu/isa_dispatch.h"
 
 // Defined by isa/fwht_<name>.cpp (cpu/fwht_impl.h, cpu/feature_map_impl.h).
 #define DLMSVDD_DECLARE_FWHT_ISA(ns)                        \
@@ -30,11 +30,7 @@ template <typename T>
 void fwht(const FwhtArgs<T>& args) {
   fwht_log2_length(args);  // throws std::invalid_argument for a bad length
   if (args.rows == 0) return;
-  switch (active_isa()) {
-    case Isa::avx512: return isa_avx512::fwht<T>(args);
-    case Isa::avx2: return isa_avx2::fwht<T>(args);
-    default: return isa_generic::fwht<T>(args);
-  }
+  DLMSVDD_ISA_DISPATCH(fwht<T>, args)
 }
 
 namespace {
@@ -62,20 +58,12 @@ void structured_features(const FeatureMapArgs<T>& args) {
   feature_map_log2_pad(args);  // throws std::invalid_argument for bad sizes
   if (args.rows == 0) return;
   advise_huge_pages(args.out, size_t((args.rows - 1) * args.ldo + args.m) * sizeof(T));
-  switch (active_isa()) {
-    case Isa::avx512: return isa_avx512::structured_features<T>(args);
-    case Isa::avx2: return isa_avx2::structured_features<T>(args);
-    default: return isa_generic::structured_features<T>(args);
-  }
+  DLMSVDD_ISA_DISPATCH(structured_features<T>, args)
 }
 
 template <typename T>
 void vector_cos(const T* x, T* out, int64_t n) {
-  switch (active_isa()) {
-    case Isa::avx512: return isa_avx512::vector_cos<T>(x, out, n);
-    case Isa::avx2: return isa_avx2::vector_cos<T>(x, out, n);
-    default: return isa_generic::vector_cos<T>(x, out, n);
-  }
+  DLMSVDD_ISA_DISPATCH(vector_cos<T>, x, out, n)
 }
 
 template void fwht<float>(const FwhtArgs<float>&);

@@ -1,75 +1,22 @@
-// Picks the best instruction set the running CPU supports (or the one named
-// by DLMSVDD_CPU_ISA, or set by tests) and forwards to its kernels.
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <stdexcept>
-#include <string>
-
+// The CPU RBF kernels: forward to the instruction set cpu::active_isa() names.
+#include "cpu/isa_dispatch.h"
 #include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::avx512: return "avx512";
-    case Isa::avx2: return "avx2";
-    default: return "generic";
-  }
-}
-
-Isa best_supported_isa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-    return Isa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::avx2;
-  return Isa::generic;
-}
-
-namespace {
-
-Isa initial_isa() {
-  Isa best = best_supported_isa();
-  const char* env = std::getenv("DLMSVDD_CPU_ISA");
-  if (!env || !*env) return best;
-  for (Isa isa : {Isa::generic, Isa::avx2, Isa::avx512})
-    if (std::strcmp(env, isa_name(isa)) == 0) return static_cast<int>(isa) <= static_cast<int>(best) ? isa : best;
-  return best;
-}
-
-std::atomic<int> g_isa{static_cast<int>(initial_isa())};
-
-}  // namespace
-
-Isa active_isa() { return static_cast<Isa>(g_isa.load()); }
-
-void set_active_isa(Isa isa) {
-  if (static_cast<int>(isa) > static_cast<int>(best_supported_isa()))
-    throw std::invalid_argument(std::string("this CPU does not support ") + isa_name(isa));
-  g_isa.store(static_cast<int>(isa));
-}
-
-#define DLMSVDD_DISPATCH(fn, ...)                              \
-  switch (active_isa()) {                                      \
-    case Isa::avx512: return isa_avx512::fn(__VA_ARGS__);      \
-    case Isa::avx2: return isa_avx2::fn(__VA_ARGS__);          \
-    default: return isa_generic::fn(__VA_ARGS__);              \
-  }
-
 template <typename T>
 void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args) {
-  DLMSVDD_DISPATCH(rbf_matvec<T>, problem, args)
+  DLMSVDD_ISA_DISPATCH(rbf_matvec<T>, problem, args)
 }
 
 template <typename T>
 void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args) {
-  DLMSVDD_DISPATCH(rbf_gram<T>, problem, args)
+  DLMSVDD_ISA_DISPATCH(rbf_gram<T>, problem, args)
 }
 
 template <typename T>
 std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x) {
-  DLMSVDD_DISPATCH(feature_gram<T>, x)
+  DLMSVDD_ISA_DISPATCH(feature_gram<T>, x)
 }
 
 template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);

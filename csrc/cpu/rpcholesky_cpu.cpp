@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/rbf_params.h"
+#include "cpu/isa_dispatch.h"
 #include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {
