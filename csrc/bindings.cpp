@@ -20,6 +20,7 @@
 #include "cpu/rbf_cpu.h"
 #include "cpu/rpcholesky_cpu.h"
 #include "cuda/dual_cuda.h"
+#include "cuda/feature_map_cuda.h"
 #include "cuda/fwht_cuda.h"
 #include "cuda/rbf_cuda.h"
 #include "cuda/rpcholesky_cuda.h"
