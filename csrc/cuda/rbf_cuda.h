@@ -6,9 +6,6 @@
 
 namespace dlmsvdd::cuda {
 
-// True when the build has CUDA and a device is present (no CUDA call at import).
-bool device_available();
-
 // Device pointers; work is queued on `stream` (a cudaStream_t). out is overwritten.
 template <typename T>
 void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args, void* stream);
