@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import logging
 import os
 import signal
@@ -197,27 +196,32 @@ def _states(tasks, folder: Path) -> list[tuple]:
 
 def _summary(changes: list[dict]) -> dict:
     """key -> [(stored, asked, number of tasks)] over the stale tasks' differences."""
-    counts: dict = {}
+    summary: dict = {}
     for changed in changes:
-        for key, pair in changed.items():
-            seen = counts.setdefault(key, {})
-            tag = json.dumps(pair, sort_keys=True)  # lists and dicts are unhashable
-            seen[tag] = (*pair, seen[tag][2] + 1 if tag in seen else 1)
-    return {key: list(seen.values()) for key, seen in counts.items()}
+        for key, (stored, asked) in changed.items():
+            pairs = summary.setdefault(key, [])
+            same = [i for i, (s, a, _) in enumerate(pairs) if (s, a) == (stored, asked)]  # lists are unhashable
+            if same:
+                pairs[same[0]] = (stored, asked, pairs[same[0]][2] + 1)
+            else:
+                pairs.append((stored, asked, 1))
+    return summary
 
 
 def free_folder(folder, tasks: list[tuple[str, dict]]) -> Path:
     """``folder`` when it holds no result of other settings than the tasks ask
-    for; else the first of ``folder-2``, ``folder-3``, ... that is new or a sweep
-    folder holding none, so that the same changed sweep run again resumes there."""
+    for; else the first of ``folder-2``, ``folder-3``, ... that is new, or a sweep
+    folder holding none, so that the same changed sweep run again resumes there.
+    A folder that is not a sweep's (no ``sweep.lock``) is passed over."""
     folder = Path(folder)
-    for number in itertools.count(1):
-        candidate = folder if number == 1 else folder.with_name(f"{folder.resolve().name}-{number}")
-        if number > 1 and candidate.exists() and not (candidate / sweep_folder.LOCK).exists():
-            continue  # not a sweep folder: left alone
-        if not any(status == "stale" for status, _, _ in _states(tasks, candidate)):
+    base = folder if folder.name else folder.resolve()  # "." has no name to number
+    candidate, number = folder, 1
+    while True:
+        ours = number == 1 or not candidate.exists() or (candidate / sweep_folder.LOCK).exists()
+        if ours and not any(status == "stale" for status, _, _ in _states(tasks, candidate)):
             return candidate
-    raise AssertionError("unreachable")
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
 
 
 def _serve(conn) -> None:
