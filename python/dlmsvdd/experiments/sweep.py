@@ -254,13 +254,16 @@ def _run_in_processes(todo, folder: Path, bar, workers: int, threads) -> None:
     try:
         while waiting or busy:
             while waiting and len(busy) < workers:
+                while idle and not idle[-1][1].is_alive():  # died between tasks (the OOM killer's pick, say)
+                    idle.pop()[1].join()
                 conn, process = idle.pop() if idle else _start_worker(context)
                 name, values = waiting.pop(0)
                 try:  # _run_task looked up now, not bound at import: tests replace it
                     conn.send((_run_task, (name, values, str(folder), threads)))
-                except OSError:  # it died between tasks: the task goes to another
-                    waiting.insert(0, (name, values))
+                except OSError:  # it died before it took the task: recorded, not retried in a loop
                     process.join()
+                    _record_death(folder, name, values, process.exitcode)
+                    bar.update()
                     continue
                 busy[conn] = (process, name, values)
             ready = set(wait([*busy, *(process.sentinel for process, _, _ in busy.values())]))
