@@ -298,9 +298,12 @@ def _start_worker(context):
 
 
 def _record_death(folder: Path, name: str, values: dict, exitcode: int) -> None:
-    how = (f"killed by {signal.Signals(-exitcode).name}" if exitcode < 0 else f"exited with code {exitcode}")
-    err = WorkerDied(f"the task's process {how} without recording a result "
-                     "(SIGKILL: often the out-of-memory killer); a re-run of the sweep retries it")
+    if exitcode < 0:
+        how = f"was killed by {signal.Signals(-exitcode).name}"
+        how += " (as the out-of-memory killer does)" if -exitcode == signal.SIGKILL else ""
+    else:
+        how = f"exited with code {exitcode}"
+    err = WorkerDied(f"the task's worker process {how} before it recorded a result; a re-run of the sweep retries it")
     try:
         _record_failure(folder / name, name, values, err)
     except OSError as write_err:  # a full disk: the task stays unrecorded and is re-run next time
