@@ -106,24 +106,27 @@ def test_a_record_without_a_newer_field_counts_it_as_its_default(tmp_path, train
 
 # ---- 2. half-written results
 
-def test_empty_and_truncated_results_are_run_again(tmp_path, trained, caplog):
+def test_empty_and_truncated_records_are_run_again(tmp_path, trained, caplog):
     out = tmp_path / "sweep"
     tasks = sweep.Sweep(BASE, GRID).tasks()
     sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
     empty, truncated = out / tasks[0][0] / "result.json", out / tasks[1][0] / "result.json"
     empty.write_text("")
     truncated.write_text(truncated.read_text()[:100])
+    (out / tasks[2][0] / "result.json").unlink()  # a failure whose record came out empty
+    (out / tasks[2][0] / "failed.json").write_text("")
     kept = {p: t for p, t in _stamps(out).items() if p not in (empty, truncated)}
 
     # the report reads the whole records and names the others
     records = tables.load_records(out)
-    assert sorted(r["name"] for r in records) == sorted(name for name, _ in tasks[2:])
+    assert sorted(r["name"] for r in records) == [tasks[3][0]]
     assert f"{empty}: skipped, empty file" in caplog.text and f"{truncated}: skipped, not JSON" in caplog.text
     assert main(["report", str(out), "--output", str(tmp_path / "report")]) == 0
 
     records = sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
     assert [r["status"] for r in records] == ["done"] * 4
-    assert [cfg.output for cfg in trained[4:]] == [str(out / tasks[0][0]), str(out / tasks[1][0])]
+    assert [cfg.output for cfg in trained[4:]] == [str(out / name) for name, _ in tasks[:3]]
+    assert not (out / tasks[2][0] / "failed.json").exists()
     assert {p: t for p, t in _stamps(out).items() if p in kept} == kept
     assert json.loads(empty.read_text())["test"] == fake_train(trained[4])[1]["test"]
 
