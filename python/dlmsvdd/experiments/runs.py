@@ -14,7 +14,7 @@ import numpy as np
 
 from ..data import sources
 from ..data.tasks import Task, make_task
-from ..training import checkpoints, metrics
+from ..training import atomic, checkpoints, metrics
 from ..training.config import TrainConfig
 from ..training.trainer import DLMSVDD, versions
 from . import run_outputs
@@ -70,7 +70,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         if writer:
             handler = run_outputs.attach_log(folder, append=resume)
         if writer and not resume:
-            checkpoints.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
+            atomic.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
         log.info("task %s", task.summary())
         start = time.perf_counter()
@@ -85,7 +85,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
                   "versions": versions()}
         if writer:
             write_run(folder, model, result, t_test, f_test, f"{cfg.data} class {task.class_name}")
-            checkpoints.remove(checkpoint)  # finished: model.pt holds what the run is for
+            atomic.remove(checkpoint)  # finished: model.pt holds what the run is for
     except BaseException:
         if writer and not checkpoint.exists():  # a failed start: nothing of it stays behind
             _remove_new(folder, made, before, handler)

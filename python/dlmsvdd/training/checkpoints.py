@@ -19,14 +19,14 @@ their generators are seeded from (seed, epoch) at every epoch.
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from .atomic import open_atomic
 
 FORMAT = 1  # the layout of both kinds; a reader refuses a newer one
 MODEL, TRAINING = "model", "training"
@@ -36,30 +36,8 @@ RUN_ONLY = ("verbose", "device", "output")
 
 def write(path, state: dict, kind: str) -> None:
     """``state`` with ``format`` and ``kind`` added, atomically at ``path``."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            torch.save({"format": FORMAT, "kind": kind, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:  # the rename itself survives a crash once the folder is on disk
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
-def remove(path) -> None:
-    """The file, and any temporary that a write killed half-way left beside it."""
-    path = Path(path)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
-    path.unlink(missing_ok=True)
+    with open_atomic(path, "wb") as f:
+        torch.save({"format": FORMAT, "kind": kind, **state}, f)
 
 
 def read(path, kind: str) -> dict:
