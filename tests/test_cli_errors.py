@@ -170,7 +170,7 @@ def test_score_refuses_an_output_it_cannot_write_before_scoring(run, tmp_path, c
     assert "does not exist" in _error(capsys, "score")
 
 
-@pytest.mark.parametrize("shape", [(4, 3, 8, 8), (4, 1, 4, 4), (4, 8, 8)])
+@pytest.mark.parametrize("shape", [(4, 3, 8, 8), (4, 1, 4, 4)])
 def test_score_npy_refuses_images_the_model_does_not_take(shape, run, tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.zeros(shape, dtype=np.float32))
     assert main(["score", str(run), "--npy", str(tmp_path / "x.npy")]) == 2

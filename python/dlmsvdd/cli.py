@@ -8,10 +8,21 @@ without a traceback unless `--verbose 2`; Ctrl-C ends with exit code 130.
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
+import io
 import json
 import sys
 from pathlib import Path
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, except where there is none (None, a flag off)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -63,8 +74,10 @@ TRAIN_FLAGS = {
     "--normal-class": ("normal_class", "the normal class (index)"),
     "--ratio": ("ratio", "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
     "--rho": ("rho", "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
-    "--backbone": ("backbone", "small_cnn, resnet18 or resnet50"),
-    "--weights": ("weights", "imagenet (local torch cache), a state-dict file, or none"),
+    "--backbone": ("backbone", "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
+                               "resnet50 with them"),
+    "--weights": ("weights", "imagenet (local torch cache; the paper's), a state-dict file, or none "
+                             "(the default)"),
     "--image-size": ("image_size", "resize images to this size"),
     "--backend": ("backend", "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
     "--n-components": ("n_components", "approximation budget m (alias --m, but not under torchrun)"),
@@ -89,16 +102,23 @@ TRAIN_FLAGS = {
 # rejects prefixes of several of them, even after the script's name).
 FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
 SWITCHES = {"--frozen": ("frozen", "keep the backbone fixed (\"fixed CNN\")"),
-            "--fine-labels": ("fine_labels", "CIFAR-100: the 100 fine classes")}
+            "--fine-labels": ("fine_labels", "CIFAR-100: the 100 fine classes"),
+            "--tensorboard": ("tensorboard", "also log each epoch's numbers to RUN/tensorboard (needs the "
+                                             "tensorboard package)")}
 RESUMABLE = ("verbose", "device")  # what --resume may change
 
 
-def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
+    """The configuration's flags: absent unless given (so a --config file's values
+    stand; "--weights none" is given), typed by the configuration's own rules;
+    their help shows the value used when neither gives one (``defaults``, a TrainConfig)."""
     from .training.config import typed
 
     for flag, (field, text) in TRAIN_FLAGS.items():
+        default = getattr(defaults, field)
+        shown = "" if default is None else f" (default: {default})"
         parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=field, type=functools.partial(typed, field),
-                            default=argparse.SUPPRESS, help=text)  # absent unless given ("--weights none" is given)
+                            default=argparse.SUPPRESS, help=text + shown)
     for flag, (field, text) in SWITCHES.items():
         parser.add_argument(flag, dest=field, action="store_true", default=argparse.SUPPRESS, help=text)
 
@@ -169,12 +189,16 @@ def _train(args) -> int:
     return 0
 
 
-def demo_config(args):
+def _demo_defaults():
     """Digits one-vs-rest with the small CNN, tuned to finish well within 2 minutes on 2 CPU cores."""
     from .training.config import TrainConfig
 
-    return _config(args, TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3,
-                                     batch_size=64, ratio=0.1, output="runs/demo"))
+    return TrainConfig(data="digits", backbone="small_cnn", weights=None, epochs=30, lr=1e-3, batch_size=64,
+                       ratio=0.1, output="runs/demo")
+
+
+def demo_config(args):
+    return _config(args, _demo_defaults())
 
 
 def _demo(args) -> int:
@@ -232,13 +256,18 @@ def _score(args) -> int:
     import numpy as np
     import torch
 
+    from .data.preprocessing import ImageFiles, image_files
     from .experiments import runs
     from .training import metrics
 
     out = _output_file(args.output, "--output")
     images = _load_npy(args.npy) if args.npy else None
     model = runs.load_model(args.run, device=args.device)
-    if images is not None:
+    files = None
+    if args.images:
+        files = image_files(args.images)
+        f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
+    elif images is not None:
         if not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
         images = torch.as_tensor(images, dtype=torch.float32)
@@ -248,13 +277,36 @@ def _score(args) -> int:
         if args.root:
             cfg.root = args.root
         f, targets = model.scores(getattr(runs.build_task(cfg), args.split))
-    lines = ["index,target,dissimilarity,prediction"] + [
-        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, metrics.predict(f, model.threshold_)))]
-    text = "\n".join(lines) + "\n"
-    if out is not None:
-        _write(out, text, "--output")
+    predictions = metrics.predict(f, model.threshold_)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    if files is not None:
+        writer.writerow(["file", "dissimilarity", "prediction"])
+        writer.writerows((str(p), f"{s:.9g}", c) for p, s, c in zip(files, f, predictions))
     else:
-        sys.stdout.write(text)
+        writer.writerow(["index", "target", "dissimilarity", "prediction"])
+        writer.writerows((i, t, f"{s:.9g}", c) for i, (t, s, c) in enumerate(zip(targets, f, predictions)))
+    if out is not None:
+        _write(out, text.getvalue(), "--output")
+    else:
+        sys.stdout.write(text.getvalue())
+    return 0
+
+
+def _export(args) -> int:
+    from .experiments import runs
+    from .training import export
+
+    model = runs.load_model(args.run)
+    output = args.output
+    if output is None:
+        folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+        output = folder / f"model{export.SUFFIXES[args.format]}"
+    path = model.export(output, format=args.format, input_dtype=args.input_dtype)
+    kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
+    print(f"wrote {path} ({args.format}): input 'images', {model.stored_preprocessing().expects()} (this file: {kind}); "
+          f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
+          f"dissimilarity >= {model.threshold_:.6g})")
     return 0
 
 
@@ -334,24 +386,32 @@ def _report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.")
+    from dlmsvdd_ext import __version__
+
+    from .training.config import TrainConfig
+    from .training.export import FORMATS, INPUT_DTYPES
+
+    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.", formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"dlmsvdd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser = _with_formatter(sub.add_parser)
     b = sub.add_parser("bench", help="time the compiled RBF kernels against torch on this machine")
     b.add_argument("--size", type=_size, action="append", metavar="NxD",
                    help="problem size, repeatable (default: 4000x512, 6000x2048, 20000x64)")
-    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size (default 3)")
+    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     b.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     b.set_defaults(func=_bench)
 
     d = sub.add_parser("demo", help="train on scikit-learn's digits with a small CNN (about a minute on a CPU)")
-    _add_train_flags(d)
+    _add_train_flags(d, _demo_defaults())
     d.set_defaults(func=_demo)
 
-    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder")
+    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder (no flags: "
+                       "digits, small CNN)")
     t.add_argument("--config", metavar="YAML", help="configuration file; flags override it")
     t.add_argument("--resume", metavar="RUN", help="continue the unfinished run in folder RUN from its last "
                    "checkpoint, with its own configuration (--verbose and --device may change)")
-    _add_train_flags(t)
+    _add_train_flags(t, TrainConfig())
     t.set_defaults(func=_train)
 
     w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
@@ -367,8 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
     w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
                                      "default: start a local Ray instance")
-    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for (default 1)")
-    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for (default 0)")
+    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for")
+    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
 
@@ -396,9 +456,22 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
             e.set_defaults(func=_evaluate)
         else:
-            e.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given = e.add_mutually_exclusive_group()
+            given.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
+                               help="score image files (PNG, JPEG, ...; folders searched recursively) through "
+                                    "the preprocessing the model was trained with")
             e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
             e.set_defaults(func=_score)
+
+    x = sub.add_parser("export", help="write a trained model as one self-contained scorer: raw images in, "
+                                      "dissimilarity and decision out")
+    x.add_argument("run", help="run folder or checkpoint file")
+    x.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (needs the export extra) or torchscript")
+    x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")
+    x.add_argument("--input-dtype", choices=tuple(INPUT_DTYPES), default="float32",
+                   help="ONNX: the images' type, float32 in [0, 1] or uint8 (TorchScript takes both)")
+    x.set_defaults(func=_export)
     return parser
 
 
@@ -410,6 +483,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
+
+
+def _with_formatter(add_parser):
+    """Sub-commands show their defaults in --help too."""
+    def add(*args, **kwargs):
+        return add_parser(*args, formatter_class=_Help, **kwargs)
+    return add
 
 
 def main(argv: list[str] | None = None) -> int:

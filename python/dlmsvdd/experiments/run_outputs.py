@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
+import numbers
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +40,43 @@ def attach_log(folder: Path, append: bool = False) -> logging.Handler:
     logger.setLevel(logging.INFO)
     return handler
 
+
+def scalar_columns(history: list[dict]) -> list[str]:
+    """The history's per-epoch numbers (not its per-iteration lists), in order of first appearance."""
+    columns = {}
+    for row in history:
+        columns.update({k: None for k, v in row.items() if isinstance(v, numbers.Real)})
+    return list(columns)
+
+
+def write_history_csv(history: list[dict], path: Path) -> None:
+    """One row per epoch, one column per number of the history (empty where an epoch has none)."""
+    columns = scalar_columns(history)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+
+
+class TensorBoard:
+    """Each epoch's numbers as TensorBoard scalars under folder/tensorboard
+    (needs the ``tensorboard`` package; a clear error before training if it is missing)."""
+
+    def __init__(self, folder: Path):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+        self.writer = SummaryWriter(str(folder / "tensorboard"))
+
+    def __call__(self, row: dict) -> None:
+        for key, value in row.items():
+            if isinstance(value, numbers.Real) and key != "epoch":
+                self.writer.add_scalar(key, value, row["epoch"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def moving_average(values, window: int) -> np.ndarray:

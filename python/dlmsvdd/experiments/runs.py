@@ -62,7 +62,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     task = build_task(cfg)  # data errors surface before the folder or the network exist
     model = DLMSVDD(cfg)  # joins torchrun's process group, if any
     writer = model.group_ is None or model.group_.is_main
-    made, handler, before = None, None, set()
+    made, handler, before, board = None, None, set(), None
     if writer:
         before = set(os.listdir(folder)) if folder.is_dir() else set()
         made = _make_folder(folder)
@@ -72,9 +72,10 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         if writer and not resume:
             atomic.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
+            board = run_outputs.TensorBoard(folder) if cfg.tensorboard else None
         log.info("task %s", task.summary())
         start = time.perf_counter()
-        model.fit(task.train, task.val, checkpoint=checkpoint, resume=resume)
+        model.fit(task.train, task.val, checkpoint=checkpoint, resume=resume, callback=board)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
@@ -92,6 +93,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
             handler = None
         raise
     finally:
+        if board is not None:
+            board.close()
         if handler is not None:
             _detach(handler)
     return model, result, folder if writer else None
@@ -140,6 +143,7 @@ def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title:
     """Metrics, history, plots, test scores and the checkpoint."""
     run_outputs.write_json(folder / "metrics.json", result)
     run_outputs.write_json(folder / "history.json", model.history_)
+    run_outputs.write_history_csv(model.history_, folder / "history.csv")
     run_outputs.plot_convergence(model.history_, folder / "convergence.png")
     run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",

@@ -8,7 +8,10 @@ style), whose entries default to what the field's annotation says (``str |
 None``: a string or None); every number has a range there. Values read from
 text (a YAML file, ``--set``, flags) go through ``typed`` first, which turns
 numbers written as strings into numbers (YAML 1.1 reads ``1e-3`` as a string).
-"""
+
+One exception: no pretrained weights unless asked for (they are not shipped),
+and then backbone "auto" is the small CNN; ``weights="imagenet"`` gives the
+paper's ResNet-50 (the presets ask for it)."""
 
 from __future__ import annotations
 
@@ -42,9 +45,9 @@ class TrainConfig:
     rho: float | None = None  # long-tailed pool with imbalance rho (then every other class is anomalous)
     fine_labels: bool = False  # CIFAR-100: 100 fine classes instead of 20 superclasses
     val_fraction: float = 0.2
-    # the network
-    backbone: str = "resnet50"
-    weights: str | None = "imagenet"  # "imagenet" (local torch cache), a state-dict file, or None
+    # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"
+    backbone: str = "auto"  # small_cnn when no pretrained weights are asked for, else resnet50
+    weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
     # the boundary (alpha-step)
@@ -73,12 +76,15 @@ class TrainConfig:
     num_workers: int = 0
     verbose: int = 1
     output: str | None = None
+    tensorboard: bool = False  # also log each epoch's numbers to output/tensorboard (needs tensorboard)
     extra: dict = field(default_factory=dict)  # free-form notes stored with the run
 
     def validate(self) -> "TrainConfig":
         """Checks every field's type and range (see the module's docstring)."""
         if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
             self.weights = None
+        if self.backbone == "auto":  # a network that fits without pretrained weights; the paper's with them
+            self.backbone = "small_cnn" if self.weights is None else "resnet50"
         own = {name: getattr(self, name) for name in CONSTRAINTS}
         boundary_params.check(own, table=CONSTRAINTS)
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names

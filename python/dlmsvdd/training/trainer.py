@@ -15,6 +15,8 @@ import sklearn.base
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.utils.validation import check_is_fitted
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
@@ -22,6 +24,8 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
+from ..data import protocols
+from ..data.preprocessing import Preprocessing, float_images
 from . import checkpoints, divergence, memory, metrics, parallel
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
@@ -47,6 +51,40 @@ def versions() -> dict:
             "numpy": np.__version__, "python": platform.python_version()}
 
 
+def is_array(data) -> bool:
+    """numpy arrays and torch tensors (images) rather than datasets."""
+    return isinstance(data, (np.ndarray, torch.Tensor))
+
+
+def array_images(X, name: str = "X") -> torch.Tensor:
+    """An array of images, (N, C, H, W) or (N, H, W) for grey ones, as float32
+    (N, C, H, W) on the CPU: uint8 scaled to [0, 1], floats as they are."""
+    images = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
+    if images.dim() not in (3, 4) or images.shape[0] == 0:
+        raise ValueError(f"{name} must hold images (N, C, H, W) or grey (N, H, W), got shape {tuple(images.shape)}")
+    images = float_images(images, 1 if images.dim() == 3 else images.shape[1])
+    if not torch.isfinite(images).all():
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return images
+
+
+class ArrayImages(Dataset):
+    """Items (image, target) of some rows of an image array."""
+
+    def __init__(self, images: torch.Tensor, split: protocols.Split):
+        self.images, self.split = images, split
+
+    def __len__(self):
+        return len(self.split)
+
+    def __getitem__(self, i):
+        return self.images[int(self.split.indices[i])], int(self.split.targets[i])
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.split.targets
+
+
 def resolve_device(name: str) -> torch.device:
     """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
@@ -70,28 +108,70 @@ def _has_backend(kind: str) -> bool:
     return bool(getattr(module, "is_available", lambda: False)())
 
 
-class DLMSVDD:
+class DLMSVDD(OutlierMixin, BaseEstimator):
     """Deep large-margin lp-SVDD.
 
     ``fit(train, val)`` takes torch datasets of ``(image, target)`` with target
     +1 (normal) or -1 (anomaly); a dataset with an ``augmented()`` method (the
-    task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view.
+    task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view,
+    and one with a ``preprocessing`` record (``dlmsvdd.data.preprocessing``)
+    tells the model how raw images become its input (kept in checkpoints and
+    exports). ``fit(X, y=None)`` takes an array of images instead (numpy or
+    torch, (N, C, H, W) or grey (N, H, W); uint8 is scaled to [0, 1], floats go
+    to the network as they are) with y in {+1, -1} (None: all normal), split
+    into training and a stratified, seeded ``val_fraction`` for validation
+    (``validation_fraction`` is scikit-learn's spelling of it).
+
     Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
-    (higher = more anomalous); ``score_samples = -f``; ``predict`` is +1
-    (normal) below the validation threshold of maximal balanced accuracy, -1 above.
+    (higher = more anomalous); ``score_samples = -f``; ``decision_function =
+    threshold_ - f`` (positive = normal); ``predict`` is +1 (normal) below the
+    threshold ``threshold_``, -1 at or above it. Scoring takes datasets or
+    arrays of network inputs; ``preprocess`` turns raw images into them.
+    PyOD's fitted attributes: ``decision_scores_`` (f of the training data
+    passed to fit), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
+
+    Parameters are the fields of ``TrainConfig`` (``get_params``/``set_params``
+    as in scikit-learn), given as a config, as keywords, or both.
 
     Under torchrun (or with torch.distributed initialised) every process runs
     the same calls on its shard of the data; see ``dlmsvdd.training.parallel``.
     """
 
-    def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | None = None, **overrides):
-        config = dataclasses.replace(config or TrainConfig(), **overrides)
+    def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | str | None = None, **overrides):
+        self._configure(config or TrainConfig(), backbone, overrides)
+        self.history_: list[dict] = []
+
+    def _configure(self, config: TrainConfig, backbone, overrides: dict) -> None:
+        """The configuration with overrides (a backbone name is a config value,
+        an nn.Module the custom backbone), checked, and the device it names."""
+        overrides = dict(overrides)
+        if isinstance(backbone, str):
+            overrides["backbone"], backbone = backbone, None
+        if "validation_fraction" in overrides:
+            overrides["val_fraction"] = overrides.pop("validation_fraction")
+        config = TrainConfig.from_dict({**config.to_dict(), **overrides})  # unknown names refused
         if backbone is not None:
             config.backbone, config.weights = "custom", None
+        elif config.backbone == "custom":  # set_params keeps the module it was given
+            backbone = getattr(self, "custom_backbone", None)
         self.config = config.validate()
         self.custom_backbone = backbone
         self.group_, self.device = parallel.join(resolve_device(config.device))
-        self.history_: list[dict] = []
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The configuration's fields (``backbone``: the custom module, if any), as scikit-learn's estimators."""
+        values = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return {**values, "backbone": self.custom_backbone or self.config.backbone}
+
+    def set_params(self, **params) -> "DLMSVDD":
+        """Changes configuration fields (checked); a fitted model keeps its weights until the next fit."""
+        self._configure(self.config, params.pop("backbone", None), params)
+        return self
+
+    def __repr__(self) -> str:
+        default = TrainConfig()
+        changed = {k: v for k, v in self.get_params().items() if k == "backbone" or getattr(default, k) != v}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     # ---- building blocks
 
@@ -195,8 +275,7 @@ class DLMSVDD:
 
     # ---- training
 
-    def fit(self, train: Dataset, val: Dataset | None = None, *, checkpoint=None,
-            resume: bool = False) -> "DLMSVDD":
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, callback=None) -> "DLMSVDD":
         """Alternating optimisation for config.epochs epochs (none with a frozen
         backbone), best epoch by validation, then the boundary refitted from the
         best weights' non-augmented training features.
@@ -210,7 +289,45 @@ class DLMSVDD:
         epoch (``dlmsvdd.training.checkpoints``); with ``resume`` the fit
         continues from it (written by a run of this configuration) and ends as
         the run that wrote it would have, bit for bit at the same thread count.
-        """
+
+        ``fit(train, val=None)``: datasets of (image, target). ``fit(X, y=None)``:
+        an array of images and targets in {+1, -1} (None: all normal, one-class
+        training, which needs ``nu=1``), split into training and a stratified
+        validation share ``val_fraction`` (seeded by ``seed``; the split of
+        ``dlmsvdd.tasks``). ``callback(row)`` is called with each epoch's
+        history row as it finishes."""
+        if is_array(X):
+            images = array_images(X)
+            train, val = self._array_split(images, y)
+        elif is_array(y):
+            raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
+        else:
+            images, train, val = None, X, y
+        self._fit(train, val, callback, checkpoint, resume)
+        self.decision_scores_ = self.dissimilarity(train if images is None else images)
+        self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
+        return self
+
+    def _array_split(self, images: torch.Tensor, y) -> tuple[Dataset, Dataset]:
+        """Training and validation sets of an image array (``protocols.train_val_split``)."""
+        n = images.shape[0]
+        if y is None:
+            targets = np.ones(n, dtype=int)
+        else:
+            targets = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+            if targets.shape != (n,):
+                raise ValueError(f"y must hold one target per image ({n}), got shape {targets.shape}")
+            if not np.isin(targets, (1, -1)).all():
+                raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {np.unique(targets)[:5].tolist()}")
+            targets = targets.astype(int)
+        if (targets > 0).all() and self.config.nu != 1:  # the dual's rule, said before any training
+            raise ValueError(f"without anomalies (y None or all +1) the boundary is one-class SVDD, which needs "
+                             f"nu=1 (got nu={self.config.nu}): DLMSVDD(nu=1)")
+        train, val = protocols.train_val_split(protocols.Split(np.arange(n), targets), self.config.val_fraction,
+                                               self.config.seed)
+        return ArrayImages(images, train), ArrayImages(images, val)
+
+    def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
         if len(train) == 0:
             raise ValueError("the training set is empty")
@@ -249,6 +366,8 @@ class DLMSVDD:
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
+            if callback is not None:
+                callback(row)
             if problem is not None:
                 self._diverged(epoch, problem, best)
                 break
@@ -268,6 +387,9 @@ class DLMSVDD:
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
         self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
+        # how raw images become the network's input: the dataset's record, or images taken as they are
+        self.preprocessing_ = getattr(train, "preprocessing", None) or (
+            Preprocessing.identity(example.shape) if example.dim() == 3 else None)
         self.network_ = self._build_network(self.in_channels_)
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -353,12 +475,22 @@ class DLMSVDD:
 
     # ---- scoring
 
+    def _check_fitted(self, *attributes: str) -> None:
+        check_is_fitted(self, attributes or ("svdd_",))  # scikit-learn's NotFittedError
+
+    def _images(self, X) -> torch.Tensor:
+        """An array of network inputs (``array_images``), its shape checked against the model's."""
+        images = array_images(X)
+        self._check_images(images)
+        return images
+
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
-        """f(x) and the targets of a dataset (or a tensor of images) in one pass
-        (every process scores its shard; all get all the scores)."""
-        if isinstance(data, torch.Tensor):
-            self._check_images(data)
-            data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
+        """f(x) and the targets of a dataset (or an array of network inputs: targets
+        +1) in one pass (every process scores its shard; all get all the scores)."""
+        self._check_fitted()
+        if is_array(data):
+            images = self._images(data)
+            data = torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
         feats, targets = self._features(data)
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
         if self.group_ is not None:
@@ -377,33 +509,79 @@ class DLMSVDD:
                              f"transform; got shape {tuple(images.shape)}")
 
     def dissimilarity(self, data) -> np.ndarray:
-        """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
+        """f(x) for a dataset of (image, target) or an array of images; higher = more anomalous."""
         return self.scores(data)[0]
 
     def score_samples(self, data) -> np.ndarray:
         """-f(x): higher = more normal (scikit-learn's convention)."""
         return -self.dissimilarity(data)
 
+    def decision_function(self, data) -> np.ndarray:
+        """threshold_ - f(x) in float64: positive = normal, as scikit-learn's
+        outlier detectors (``score_samples - offset_``)."""
+        self._check_fitted("threshold_")
+        return self.threshold_ - self.dissimilarity(data).astype(np.float64)
+
+    @property
+    def offset_(self) -> float:
+        self._check_fitted("threshold_")
+        return -self.threshold_
+
     def predict(self, data) -> np.ndarray:
-        """+1 normal (f below the validation threshold), -1 anomaly."""
+        """+1 normal (f below the threshold), -1 anomaly."""
+        self._check_fitted("threshold_")
         return metrics.predict(self.dissimilarity(data), self.threshold_)
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """fit, then +1 / -1 for the training data passed (an array's every row, or the training dataset)."""
+        return metrics.predict(self.fit(X, y).decision_scores_, self.threshold_)
 
     def evaluate(self, data) -> dict:
         """AUROC and balanced accuracy (at the validation threshold) on a labelled dataset."""
+        self._check_fitted("threshold_")
         f, targets = self.scores(data)
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
+
+    def preprocess(self, images) -> torch.Tensor:
+        """Raw images (uint8 or float in [0, 1], (N, C, H, W) or grey (N, H, W))
+        as the network takes them: the preprocessing the model was trained
+        with (``preprocessing_``), in the torch operations an export runs."""
+        raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
+        with torch.no_grad():
+            return self.stored_preprocessing().module()(raw)
+
+    def stored_preprocessing(self) -> Preprocessing:
+        """``preprocessing_``, or a ValueError saying why a model has none."""
+        self._check_fitted("preprocessing_")
+        if self.preprocessing_ is None:
+            raise ValueError("this model holds no preprocessing record (trained on inputs that are not images, or "
+                             "saved by a dlmsvdd that did not keep one): it cannot take raw images")
+        return self.preprocessing_
+
+    def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
+        """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
+        images in, (dissimilarity, decision) out. format: "onnx" (needs the
+        ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
+        input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
+        "uint8" (TorchScript takes both). Returns the path."""
+        from . import export
+
+        self._check_fitted("threshold_")
+        return export.export(self, path, format=format, input_dtype=input_dtype)
 
     # ---- checkpoints
 
     def save(self, path) -> None:
-        """Weights, boundary, threshold, config, history and package versions,
-        written atomically (with several processes: from one of them; all hold
-        the same model)."""
+        """Weights, boundary, threshold, config, history, the preprocessing and
+        package versions, written atomically (with several processes: from one of
+        them; all hold the same model)."""
+        self._check_fitted("threshold_")
+        preprocessing = None if self.preprocessing_ is None else self.preprocessing_.to_dict()
         checkpoints.write(path, {
             "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
-            "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(), "threshold": self.threshold_,
-            "best_epoch": self.best_epoch_, "history": self.history_, "warnings": self.warnings_,
-            "versions": versions()}, checkpoints.MODEL)
+            "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
+            "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
+            "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
@@ -427,6 +605,8 @@ class DLMSVDD:
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
         model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
+        stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
+        model.preprocessing_ = None if stored is None else Preprocessing.from_dict(stored)
         model.network_ = model._build_network(model.in_channels_)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
