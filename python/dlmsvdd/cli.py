@@ -53,6 +53,8 @@ TRAIN_FLAGS = {
     "--nu": ("nu", float, "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", str, "apg, pairwise or paper"),
+    "--contamination": ("contamination", _gamma, "threshold without validation anomalies: the fraction of normal "
+                        "samples called anomalous (default 0.1), or radius (the sphere's r^2)"),
     "--epochs": ("epochs", int, "alternating epochs"),
     "--lr": ("lr", float, "Adam learning rate"),
     "--weight-decay": ("weight_decay", float, "Adam weight decay"),
