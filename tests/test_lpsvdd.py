@@ -221,11 +221,16 @@ def test_one_class_fit_calls_most_of_its_data_normal():
 
 
 @pytest.mark.parametrize("contamination", [0.02, 0.1, 0.5])
-def test_offset_is_the_contamination_quantile_of_the_training_normals(contamination):
-    X, y = _two_blobs(5)
-    m = LpSVDD(contamination=contamination).fit(X, y)
+@pytest.mark.parametrize("kernel,dtype,n", [("exact", np.float64, 120), ("exact", np.float32, 3000),
+                                            ("rff", np.float32, 3000), ("nystrom", np.float64, 3000)])
+def test_offset_is_the_contamination_quantile_of_the_training_normals(contamination, kernel, dtype, n):
+    """offset_ is numpy's quantile of score_samples on the training normals,
+    though the fit re-scores only the samples around it (_banded_scores)."""
+    X, y = _two_blobs(5, n=n)
+    X = X.astype(dtype)
+    m = LpSVDD(contamination=contamination, kernel=kernel, n_components=32, random_state=0).fit(X, y)
     normal_scores = m.score_samples(X[y > 0])
-    assert m.offset_ == np.percentile(normal_scores, 100 * contamination)  # numpy's own quantile
+    assert m.offset_ == np.percentile(normal_scores.astype(np.float64), 100 * contamination)
     flagged = (m.predict(X[y > 0]) == -1).sum()
     assert abs(flagged - contamination * (y > 0).sum()) <= 1
     np.testing.assert_array_equal(m.predict(X), np.where(m.decision_function(X) >= 0, 1, -1))
