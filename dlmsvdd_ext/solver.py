@@ -13,7 +13,7 @@ oracle's vertex bounds ``F(alpha) - F*``. Every method stops when
 gap stops falling (``StoppingRule``), or at ``max_iter``. The state and the
 certificate are float64 whatever the dtype of K (see ``kernel_operator``); the
 compiled Frank-Wolfe loop still runs in the kernel's dtype, so a float32 kernel
-gets its final state re-certified in float64 (``_certify``).
+gets its final state re-certified in float64 (``_compiled_frank_wolfe``).
 
 The boundary is recovered from the dual's KKT multipliers (``recovery="kkt"``,
 exact for the dual as written), or by the paper's averaging (``"paper"``).
@@ -202,7 +202,8 @@ def _compiled_frank_wolfe(op: KernelOperator, problem: DualProblem, alpha: torch
     elif rule.stalled:
         status = f"{rule.status} (at iteration {rule.n_iter} of the {info['n_iter']} the compiled loop ran)"
     elif info["n_iter"] < max_iter:  # the loop's own test passed in the kernel's dtype, or nothing left to move
-        status = f"the {dtype} loop stopped at a gap the float64 certificate does not confirm ({gap:.3g})"
+        status = (f"the compiled loop stopped at iteration {info['n_iter']} (its own {dtype} test passed, or "
+                  f"nothing was left to move) but the float64 gap is {gap:.3g}")
     else:
         status = f"max_iter = {max_iter} reached"
     return SolveResult(alpha, Ka, objective, gap, info["n_iter"], 1, converged, method, hist, stalled=stalled,

@@ -310,7 +310,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         if not result.converged:
             warnings.warn(f"{type(self).__name__} stopped without its certificate after {result.n_iter} "
                           f"iterations: {result.status}; relative gap {result.gap / abs(result.objective):.3g} "
-                          f"(tol {self.tol:g}). Raise max_iter, loosen tol, or use float64 features.",
+                          f"(tol {self.tol:g}). Raise max_iter or loosen tol.",
                           ConvergenceWarning, stacklevel=3)
         return self
 
@@ -418,8 +418,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "LpSVDD":
-        model = cls(**state["params"], device=device)
-        model.stalled_, model.nu_ = False, model.nu  # states saved before these were kept
+        # States saved before contamination, stalled_ and nu_ were kept decided by the sphere (their offset_ is -r^2).
+        model = cls(**{"contamination": "radius", **state["params"]}, device=device)
+        model.stalled_, model.nu_ = False, model.nu
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()

@@ -306,3 +306,14 @@ def test_a_large_nu_is_checked_in_the_features_dtype():
     assert m.alpha_[y < 0].sum() == pytest.approx(0.5e20 - 0.5)
     with pytest.raises(ValueError, match="overflow torch.float32 .* or float64 features"):
         LpSVDD(nu=1e20).fit(X.astype(np.float32), y)
+
+
+def test_a_state_saved_before_contamination_keeps_deciding_by_the_sphere():
+    X, y = _two_blobs(9)
+    state = LpSVDD(contamination="radius").fit(X, y).state_dict()
+    del state["params"]["contamination"]  # the format before issue 14
+    for key in ("stalled_", "nu_"):
+        del state["scalars"][key]
+    old = LpSVDD.from_state_dict(state)
+    assert old.contamination == "radius" and old.offset_ == -old.r2_ and not old.stalled_
+    np.testing.assert_array_equal(old.predict(X), np.where(old.dissimilarity(X) <= old.r2_, 1, -1))
