@@ -81,10 +81,12 @@ TRAIN_FLAGS = {
     "--image-size": ("image_size", "resize images to this size"),
     "--backend": ("backend", "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
     "--n-components": ("n_components", "approximation budget m (alias --m, but not under torchrun)"),
-    "--p": ("p", "slack exponent p > 1 (under torchrun spell it --slack-p)"),
+    "--p": ("p", "slack exponent p >= 1.1 (under torchrun spell it --slack-p)"),
     "--nu": ("nu", "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", "apg, pairwise or paper"),
+    "--contamination": ("contamination", "threshold without validation anomalies: the fraction of normal "
+                        "samples called anomalous, or radius (the sphere's r^2)"),
     "--epochs": ("epochs", "alternating epochs"),
     "--lr": ("lr", "Adam learning rate"),
     "--weight-decay": ("weight_decay", "Adam weight decay"),
