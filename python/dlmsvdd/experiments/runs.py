@@ -54,7 +54,7 @@ def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
         model.fit(task.train, task.val)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
-        result = {"test": metrics.summary(t_test, f_test, model.threshold_),
+        result = {"test": metrics.summary(t_test, f_test, model.threshold_), "threshold_rule": model.threshold_rule_,
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
                   "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
