@@ -80,14 +80,15 @@ class StoppingRule:
       ``max(window, n_iter // 2)`` passes is not ``STALL_DROP`` times the
       smallest before them (a sublinear 1/t rate still halves it over that
       window; rounding noise does not). ``window`` is ``WINDOW`` passes for
-      APG, whose every iteration updates all weights, and the number of
-      samples for Frank-Wolfe, which moves two weights per iteration
-      (``frank_wolfe_window``);
+      APG, whose every iteration updates all weights (its gap can sit still
+      for a hundred iterations and then fall again at p near 1.1, q ~ 10), and
+      the number of samples for Frank-Wolfe, which moves two weights per
+      iteration (``frank_wolfe_window``);
     * out of iterations after ``max_iter`` steps (each ``step()``).
     """
 
     STALL_DROP = 0.9
-    WINDOW = 50
+    WINDOW = 200
 
     def __init__(self, max_iter: int, tol: float, window: int | None = None):
         self.max_iter, self.tol = int(max_iter), float(tol)
