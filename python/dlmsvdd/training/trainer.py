@@ -538,13 +538,12 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     def _check_images(self, images: torch.Tensor) -> None:
         """Images as the network was trained on: (N, C, H, W) with its channels
         and size (the task's evaluation transform already applied)."""
-        shape = getattr(self, "input_shape_", ()) or (self.in_channels_, "H", "W")  # models saved before input_shape_
-        expected = f"(N, {', '.join(map(str, shape))})"
-        size_differs = len(shape) == 3 and isinstance(shape[1], int) and images.ndim == 4 and \
-            tuple(images.shape[2:]) != tuple(shape[1:])
-        if images.ndim != 4 or images.shape[1] != shape[0] or size_differs:
-            raise ValueError(f"this model takes images of shape {expected}, preprocessed as its task's evaluation "
-                             f"transform; got shape {tuple(images.shape)}")
+        shape = tuple(getattr(self, "input_shape_", ()))  # () in models saved before it was recorded
+        channels = shape[0] if shape else self.in_channels_
+        if images.ndim != 4 or images.shape[1] != channels or (shape and tuple(images.shape[1:]) != shape):
+            expected = ", ".join(map(str, shape)) if shape else f"{channels}, H, W"
+            raise ValueError(f"this model takes images of shape (N, {expected}), preprocessed as its task's "
+                             f"evaluation transform; got shape {tuple(images.shape)}")
 
     def dissimilarity(self, data) -> np.ndarray:
         """f(x) for a dataset of (image, target) or an array of images; higher = more anomalous."""
