@@ -181,7 +181,7 @@ def oracle(op: ShardedKernel, alpha: torch.Tensor, Ka: torch.Tensor, problem: Du
     """``ops.dual_oracle`` of the whole problem from the shards: the same keys,
     atoms as global indices, identical on every rank."""
     coefs = problem.coefs()
-    local = ops.dual_oracle(alpha, Ka, problem.t, coefs)
+    local = ops.dual_oracle(alpha, Ka, problem.t, coefs, shard=True)
     record = []
     for key in _FW + _AWAY:
         i = local[key]

@@ -397,7 +397,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
     for (; p + W <= d; p += W) acc += vload(y + p) * vload(y + p);
     T s = vsum<T>(acc);
     for (; p < d; ++p) s += y[p] * y[p];
-    y_norm[j] = s;
+    y_norm[j] = finite_or_nan(s);
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < pb.nx; ++i) {
@@ -417,6 +417,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
       x_norm += x[p] * x[p];
       for (int64_t j = 0; j < ny; ++j) dot[j] += x[p] * pb.y[j * pb.ldy + p];
     }
+    x_norm = finite_or_nan(x_norm);
     for (int64_t j = 0; j < ny; ++j) {
       const T dist = sq_distance_from_dot(x_norm, y_norm[j], dot[j]);
       ga.out[i * ga.ldo + j] = ga.distances_only ? dist : rbf_from_sq_distance(dist, pb.gamma);
