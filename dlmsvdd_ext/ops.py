@@ -70,6 +70,13 @@ def _stream(a: Array) -> int:
     return 0
 
 
+def _gamma_for(gamma, X: Array) -> float:
+    """gamma checked in the dtype the kernel computes in (X's; floating
+    dtypes only, the bindings refuse the others with their own message)."""
+    floating = X.dtype in (torch.float32, torch.float64) if isinstance(X, torch.Tensor) else X.dtype.kind == "f"
+    return check_gamma(gamma, X.dtype if floating else None)
+
+
 def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
     _check_array(X, "X")
     if Y is None:
@@ -88,10 +95,10 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     """
     Y, symmetric = _prepare(X, Y)
     _check_array(V, "V")
+    gamma = _gamma_for(gamma, X)
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
-    fn = _C.emulated_rbf_matvec if cuda_emulation else _C.rbf_matvec
-    fn(X, Y, V, out, float(gamma), symmetric, _stream(X))
+    _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
     return out
 
 
@@ -122,9 +129,9 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
     Y, symmetric = _prepare(X, Y)
     if X.ndim != 2 or Y.ndim != 2:
         raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
+    gamma = 1.0 if distances_only else _gamma_for(gamma, X)
     out = _empty(X, (X.shape[0], Y.shape[0]))
-    fn = _C.emulated_rbf_gram if cuda_emulation else _C.rbf_gram
-    fn(X, Y, out, float(gamma), symmetric, distances_only, _stream(X))
+    _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation))
     return out
 
 
@@ -140,10 +147,16 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
 
     The bandwidth heuristic is ``gamma = 1 / median``. Uses a seeded random
     subset of at most ``max_samples`` rows (all pairs i < j within it).
+    ValueError for a NaN or infinity anywhere in ``X`` (a median that skips
+    them would be a bandwidth for other data) or for distances that overflow.
     """
     _check_array(X, "X")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got {X.ndim}-D")
+    finite = torch.isfinite(X).all(dim=1) if isinstance(X, torch.Tensor) else np.isfinite(X).all(axis=1)
+    if not bool(finite.all()):
+        row = int((~finite).nonzero()[0][0]) if isinstance(X, torch.Tensor) else int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"X: row {row} holds a NaN or an infinity; the median distance needs finite features")
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"X needs at least 2 rows for pairwise distances, got {n}")
@@ -160,7 +173,10 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
     iu = np.triu_indices(m, k=1)
     if isinstance(D, torch.Tensor):
         D = D.cpu().numpy()
-    return float(np.median(D[iu]))
+    D = D[iu]
+    if not np.isfinite(D).all():
+        raise ValueError("X: squared distances overflow its dtype; scale the features or use float64")
+    return float(np.median(D))
 
 
 def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emulation: bool = False) -> Array:
@@ -330,7 +346,7 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
         raise ValueError(f"block_size must be at least 1, got {block_size}")
     if not 0 <= seed < 2 ** 64:
         raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    gamma = check_gamma(gamma)
+    gamma = _gamma_for(gamma, X)
     L = _empty(X, (n, rank))
     pivots = np.empty(rank, dtype=np.int64)  # the sampling runs on the host, whatever X's device
     on_cuda = isinstance(X, torch.Tensor) and X.device.type == "cuda"
@@ -376,7 +392,7 @@ def _dual_workspace(alpha, cuda_emulation: bool):
 
 
 def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *,
-                cuda_emulation: bool = False) -> dict:
+                cuda_emulation: bool = False, shard: bool = False) -> dict:
     """One fused pass over the dual at ``alpha`` with ``Ka = K (alpha * t)``.
 
     Returns the objective (``quadratic`` + ``penalty``), the Frank-Wolfe gap and
@@ -387,9 +403,14 @@ def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: d
     ``pen_anomaly``, ``mu_normal``, ``mu_anomaly``. CUDA tensors run the CUDA
     kernels; ``cuda_emulation=True`` runs those kernels' code on CPU tensors
     (slow; for testing the GPU logic without a GPU).
+
+    Labels must be exactly +1 or -1 (ValueError otherwise); the problem needs
+    a normal sample, and without anomalies ``mu_anomaly = 0`` (nu = 1).
+    ``shard=True``: ``t`` is one shard of the problem's labels (the sharded
+    solver's), which may hold no normal sample.
     """
     return _C.dual_oracle(alpha, Ka, t, coefs, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
-                          _stream(alpha))
+                          _stream(alpha), bool(shard))
 
 
 def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *, method: str,
@@ -401,8 +422,12 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     (exact line search). Kernel columns come from ``source``: ``"dense"`` (K
     itself), ``"features"`` (exact RBF columns of ``X`` with ``gamma``, LRU-cached
     in ``cache_slots`` columns) or ``"factor"`` (``Z Z[i]^T``, cached likewise).
-    Returns ``n_iter``, ``converged`` and the per-iteration ``history_objective``
-    and ``history_gap`` (float64 CPU tensors, ``n_iter + 1`` entries). The loop
+    Returns ``n_iter``, ``converged``, ``stop`` (why it stopped: ``"converged"``
+    when ``0 <= gap <= tol |objective|``, ``"max_iter"``, ``"no_descent"``,
+    ``"not_finite"`` or ``"negative_gap"``, the last three unconverged) and the
+    per-iteration ``history_objective`` and ``history_gap`` (float64 CPU
+    tensors, ``n_iter + 1`` entries). Labels are checked as in
+    :func:`dual_oracle` before anything is written (ValueError). The loop
     runs on the host; with CUDA tensors its passes are CUDA kernels, and
     ``cuda_emulation=True`` runs those kernels' code on CPU tensors.
     """

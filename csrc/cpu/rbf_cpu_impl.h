@@ -1,5 +1,5 @@
 // RBF kernel-vector products and Gram matrices on the CPU. Included by
-// isa/<name>.cpp with DLMSVDD_ISA_NS and DLMSVDD_VEC_BYTES defined; the file's
+// isa/rbf_<name>.cpp with DLMSVDD_ISA_NS and DLMSVDD_VEC_BYTES defined; the file's
 // compiler flags pick the instructions. OpenMP threads over row blocks.
 #include <omp.h>
 
@@ -9,8 +9,8 @@
 #include <memory>
 #include <utility>
 
-#include "common/params.h"
 #include "common/rbf_math.h"
+#include "common/rbf_params.h"
 #include "cpu/aligned_buffer.h"
 #include "cpu/rbf_cpu.h"
 
@@ -397,7 +397,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
     for (; p + W <= d; p += W) acc += vload(y + p) * vload(y + p);
     T s = vsum<T>(acc);
     for (; p < d; ++p) s += y[p] * y[p];
-    y_norm[j] = s;
+    y_norm[j] = finite_or_nan(s);
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < pb.nx; ++i) {
@@ -417,6 +417,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
       x_norm += x[p] * x[p];
       for (int64_t j = 0; j < ny; ++j) dot[j] += x[p] * pb.y[j * pb.ldy + p];
     }
+    x_norm = finite_or_nan(x_norm);
     for (int64_t j = 0; j < ny; ++j) {
       const T dist = sq_distance_from_dot(x_norm, y_norm[j], dot[j]);
       ga.out[i * ga.ldo + j] = ga.distances_only ? dist : rbf_from_sq_distance(dist, pb.gamma);

@@ -22,6 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from .sources import vision
+
 PIPELINES = ("tensor", "pil")
 
 
@@ -92,8 +94,7 @@ class Preprocessing:
     def pil_transform(self, augmentation: list | None = None):
         """torchvision's channel conversion, resize, ToTensor and Normalize,
         after the given augmentation (a list of PIL transforms)."""
-        from torchvision import transforms as T
-
+        T = vision("torchvision.transforms", "images read through Pillow")
         grey = [T.Grayscale(self.channels)] if self.channels != self.channels_in else []
         resize = [T.Resize(tuple(self.size))] if self.size is not None else []
         return T.Compose([*(augmentation or []), *grey, *resize, T.ToTensor(), T.Normalize(self.mean, self.std)])

@@ -77,8 +77,7 @@ def _transforms(source: sources.Source, preprocessing: Preprocessing):
     kind = AUGMENTATION.get(source.name)
     if preprocessing.pipeline != "pil" or kind is None:
         return preprocessing.transform(), None
-    from torchvision import transforms as T
-
+    T = sources.vision("torchvision.transforms", f"the {source.name} data set's augmentation")
     steps = [T.RandomCrop(source.image_size, padding=4)] if kind == "crop_flip" else []
     return preprocessing.transform(), preprocessing.pil_transform([*steps, T.RandomHorizontalFlip()])
 

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import yaml
 
-from .sweep import Sweep, collect, run_sweep
+from ..training.config import typed
+from . import run_outputs
+from .sweep import Sweep, check_unique, collect_tasks, run_tasks
 
 # What every preset changes to run on digits: the small CNN from scratch, as the demo.
 DIGITS = {"data": "digits", "root": None, "backbone": "small_cnn", "weights": None, "image_size": None,
@@ -39,9 +41,7 @@ class Preset:
 
     def __post_init__(self):
         self.sweeps()  # checks every configuration now, before anything runs
-        names = [name for name, _ in self.tasks()]
-        if len(names) != len(set(names)):
-            raise ValueError(f"preset {self.name!r}: two parts give the same task; make the parts disjoint")
+        check_unique(self.tasks(), f"preset {self.name!r}")
 
     def sweeps(self) -> list[Sweep]:
         return [Sweep(self.base, {**self.grid, **part}) for part in self.parts]
@@ -69,15 +69,16 @@ class Preset:
         return {"description": self.description, "base": self.base, "grid": self.grid, "parts": self.parts}
 
     def run(self, folder, **options) -> list[dict]:
-        """Runs every part into ``folder`` (``run_sweep``'s options); writes the
-        resolved preset to ``folder/preset.yaml``; returns every task's record."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "preset.yaml").write_text(yaml.safe_dump({"name": self.name, **self.to_dict()}, sort_keys=False))
-        return [record for sweep in self.sweeps() for record in run_sweep(sweep, folder, **options)]
+        """Runs every part's unfinished tasks into ``folder`` (``run_tasks``'
+        options); writes the resolved preset to ``folder/preset.yaml`` once the
+        folder's records were checked; returns every task's record."""
+        def write_preset(folder: Path) -> None:
+            run_outputs.write_yaml(folder / "preset.yaml", {"name": self.name, **self.to_dict()})
+
+        return run_tasks(self.tasks(), folder, prepare=write_preset, **options)
 
     def collect(self, folder) -> list[dict]:
-        return [record for sweep in self.sweeps() for record in collect(sweep, folder)]
+        return collect_tasks(self.tasks(), folder)
 
     @classmethod
     def from_sweep(cls, sweep: Sweep, name: str = "sweep") -> "Preset":
@@ -128,11 +129,14 @@ def axis_values(value):
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
-    """'key=value' with the value read as YAML: 'epochs=5', 'seed=[0,1,2]', 'weights=null'."""
+    """'key=value' with the value read as YAML: 'epochs=5', 'seed=[0,1,2]', 'weights=null';
+    each value typed as the config field (``TrainConfig``'s ``typed``: 'lr=1e-3' is a float)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"expected key=value, got {text!r}")
+    key = key.strip().replace("-", "_")
     try:
-        return key.strip().replace("-", "_"), yaml.safe_load(value)
+        value = axis_values(yaml.safe_load(value))
     except yaml.YAMLError as err:
         raise ValueError(f"cannot read the value of {text!r}: {err}") from None
+    return key, [typed(key, v) for v in value] if isinstance(value, list) else typed(key, value)

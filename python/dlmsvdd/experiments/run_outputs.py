@@ -11,22 +11,29 @@ from pathlib import Path
 
 import numpy as np
 
+from ..training.atomic import open_atomic
 from .plotting import pyplot
 
 
+def write_atomic(path, text: str) -> None:
+    """Writes ``path`` whole or not at all (``dlmsvdd.training.atomic``)."""
+    with open_atomic(path) as f:
+        f.write(text)
+
+
 def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, default=float) + "\n")
 
 
 def write_yaml(path: Path, data: dict) -> None:
     import yaml
 
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
-def attach_log(folder: Path) -> logging.Handler:
-    """Copies the package's log records into folder/log.txt."""
-    handler = logging.FileHandler(folder / "log.txt")
+def attach_log(folder: Path, append: bool = False) -> logging.Handler:
+    """Copies the package's log records into folder/log.txt (a new one, or appended to)."""
+    handler = logging.FileHandler(folder / "log.txt", mode="a" if append else "w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("dlmsvdd")
     logger.addHandler(handler)
