@@ -10,6 +10,7 @@ allocator) and come back as the same kind of array as ``X``. CUDA work runs on
 
 from __future__ import annotations
 
+import functools
 from typing import Union
 
 import numpy as np
@@ -35,6 +36,8 @@ __all__ = [
     "cpu_isa",
     "supported_cpu_isas",
     "set_cpu_isa",
+    "build_info",
+    "runs_on",
 ]
 
 
@@ -65,9 +68,81 @@ def _empty(like: Array, shape: tuple) -> Array:
 
 
 def _stream(a: Array) -> int:
+    """The CUDA stream for an op on a's device (0 on the CPU); every op passes
+    its first array here, so a GPU this build has no code for is refused here."""
     if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+        _check_gpu(a.device.index if a.device.index is not None else torch.cuda.current_device())
         return torch.cuda.current_stream(a.device).cuda_stream
     return 0
+
+
+# ---- the build: what it holds, and whether a GPU can run it
+
+@functools.lru_cache(maxsize=None)
+def _compiled() -> dict:
+    info = dict(_C.build_info())
+    info["cuda_architectures"] = [a for a in info["cuda_architectures"].split(",") if a]
+    return info
+
+
+def build_info() -> dict:
+    """What this build of the extension holds: ``cuda_version`` (nvcc's, None
+    without CUDA), ``cuda_architectures`` (CMake's list, e.g. ["75-real",
+    ..., "90"]: "-real" is machine code only, a bare number adds PTX that
+    newer GPUs compile at load), ``cpu_instruction_sets`` (compiled),
+    ``cpu_supported`` (those this CPU runs), ``cpu_active``, ``compiler``."""
+    return {**_compiled(), "cpu_supported": supported_cpu_isas(), "cpu_active": cpu_isa()}
+
+
+def _architecture(entry: str) -> tuple[int, int, str, bool, bool] | None:
+    """(major, minor, suffix, machine code, PTX) of a CMake CUDA architecture
+    such as "75-real", "90", "90a-real", "80-virtual"; None for "native", "all"."""
+    number, _, kind = entry.partition("-")
+    digits = number.rstrip("af")
+    if not digits.isdigit() or kind not in ("", "real", "virtual"):
+        return None
+    return int(digits) // 10, int(digits) % 10, number[len(digits):], kind != "virtual", kind != "real"
+
+
+def runs_on(architectures: list[str], capability: tuple[int, int]) -> bool | None:
+    """Whether code built for these CMake architectures runs on a GPU of the
+    given compute capability: machine code for X.y runs on X.z with z >= y
+    (arch-specific "a" code on X.y alone); PTX for X.y on anything from X.y up.
+    None when the list holds entries it cannot read ("native", "all")."""
+    parsed = [_architecture(a) for a in architectures]
+    if not parsed or None in parsed:
+        return None
+    major, minor = capability
+    for a_major, a_minor, suffix, sass, ptx in parsed:
+        if suffix == "a":
+            if (a_major, a_minor) == (major, minor):
+                return True
+        elif sass and a_major == major and a_minor <= minor:
+            return True
+        elif ptx and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def gpu_refusal(architectures: list[str], capability: tuple[int, int], name: str) -> str | None:
+    """The error message for a GPU the build has no code for (None when it has)."""
+    if runs_on(architectures, capability) is not False:
+        return None
+    major, minor = capability
+    return (f"dlmsvdd_ext has no CUDA code for {name} (compute capability {major}.{minor}, sm_{major}{minor}): this "
+            f"build holds {';'.join(architectures)}; rebuild it with DLMSVDD_CUDA_ARCHITECTURES including "
+            f"{major}{minor}-real (pip install . with that variable set)")
+
+
+@functools.lru_cache(maxsize=None)
+def _check_gpu(index: int) -> None:
+    """ValueError naming the GPU and the build's architectures when this build cannot run on GPU ``index``."""
+    architectures = _compiled()["cuda_architectures"]
+    if not architectures:  # no CUDA in this build: the bindings say so
+        return
+    refusal = gpu_refusal(architectures, torch.cuda.get_device_capability(index), torch.cuda.get_device_name(index))
+    if refusal is not None:
+        raise ValueError(refusal)
 
 
 def _gamma_for(gamma, X: Array) -> float:
