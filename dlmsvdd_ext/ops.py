@@ -70,6 +70,13 @@ def _stream(a: Array) -> int:
     return 0
 
 
+def _gamma_for(gamma, X: Array) -> float:
+    """gamma checked in the dtype the kernel computes in (X's; floating
+    dtypes only, the bindings refuse the others with their own message)."""
+    floating = X.dtype in (torch.float32, torch.float64) if isinstance(X, torch.Tensor) else X.dtype.kind == "f"
+    return check_gamma(gamma, X.dtype if floating else None)
+
+
 def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
     _check_array(X, "X")
     if Y is None:
@@ -88,6 +95,7 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     """
     Y, symmetric = _prepare(X, Y)
     _check_array(V, "V")
+    gamma = _gamma_for(gamma, X)
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
     _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
@@ -121,6 +129,7 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
     Y, symmetric = _prepare(X, Y)
     if X.ndim != 2 or Y.ndim != 2:
         raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
+    gamma = 1.0 if distances_only else _gamma_for(gamma, X)
     out = _empty(X, (X.shape[0], Y.shape[0]))
     _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation))
     return out
@@ -337,7 +346,7 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
         raise ValueError(f"block_size must be at least 1, got {block_size}")
     if not 0 <= seed < 2 ** 64:
         raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    gamma = check_gamma(gamma)
+    gamma = _gamma_for(gamma, X)
     L = _empty(X, (n, rank))
     pivots = np.empty(rank, dtype=np.int64)  # the sampling runs on the host, whatever X's device
     on_cuda = isinstance(X, torch.Tensor) and X.device.type == "cuda"

@@ -141,10 +141,10 @@ def fw_problem():
 
 
 def run_fw(source, matrix, K, t, gamma, dtype, method, cuda_emulation, max_iter, tol=0.0, cache_slots=3):
-    prob = DualProblem.from_labels(t.to(dtype), p=2.0, nu=1.2)
-    alpha = prob.uniform_alpha()
-    Ka = K.to(dtype) @ (alpha * prob.t)
-    info = ops.fw_solve(alpha, Ka, prob.t, prob.coefs(), method=method, max_iter=max_iter, tol=tol,
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    alpha, t_run = prob.uniform_alpha().to(dtype), prob.t.to(dtype)  # the compiled loop in dtype itself
+    Ka = K.to(dtype) @ (alpha * t_run)
+    info = ops.fw_solve(alpha, Ka, t_run, prob.coefs(), method=method, max_iter=max_iter, tol=tol,
                         source=source, matrix=matrix.to(dtype), gamma=gamma, cache_slots=cache_slots,
                         cuda_emulation=cuda_emulation)
     return alpha, Ka, info

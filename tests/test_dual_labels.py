@@ -64,7 +64,8 @@ def run_isolated(code: str) -> str:
     """Runs code in a fresh interpreter (an out-of-bounds write or read can
     abort it) and returns its output; fails the test when it crashed."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=os.path.dirname(os.path.abspath(__file__)))  # not the checkout: its dlmsvdd_ext has no _C
     assert proc.returncode == 0, f"exit status {proc.returncode}: {proc.stderr[-2000:]}"
     return proc.stdout
 
