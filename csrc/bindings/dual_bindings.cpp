@@ -214,13 +214,16 @@ py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict&
   o.tol = tol;
   o.step_offset = step_offset;
   const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
+  require_writable(s.alpha, {&s.ka, &s.t});  // the loop writes both
+  require_writable(s.ka, {&s.t});
   const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
   const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
   for (const ArrayView* h : {&ho, &hg}) {
     if (h->dtype != DType::float64 || h->device != Device::cpu || h->rows < max_iter + 1 || (h->rows > 1 && h->ld != 1))
       fail(h->name + ": must be a contiguous float64 CPU array of at least max_iter + 1 entries");
-    require_writable(*h, {&s.alpha});
+    require_writable(*h, {&s.alpha, &s.ka});
   }
+  require_writable(hg, {&ho});
   const ArrayView m = column_matrix(s, source, matrix);
   if (s.alpha.dtype == DType::float32) return fw_solve_typed<float, float>(s, coefs, o, ho, hg, source, m, gamma, cache);
   if (m.dtype == DType::float32) return fw_solve_typed<double, float>(s, coefs, o, ho, hg, source, m, gamma, cache);
