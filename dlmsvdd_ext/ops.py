@@ -497,6 +497,10 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     (exact line search). Kernel columns come from ``source``: ``"dense"`` (K
     itself), ``"features"`` (exact RBF columns of ``X`` with ``gamma``, LRU-cached
     in ``cache_slots`` columns) or ``"factor"`` (``Z Z[i]^T``, cached likewise).
+    ``matrix`` is in the state's dtype (``alpha``, ``Ka`` and ``t`` share one),
+    or float32 under a float64 state: a float32 K, X or Z then gives float32
+    columns, each entry widened as it is read, while the weights, ``K a``, the
+    oracle and the certificate stay float64 (no float64 copy of K).
     Returns ``n_iter``, ``converged``, ``stop`` (why it stopped: ``"converged"``
     when ``0 <= gap <= tol |objective|``, ``"max_iter"``, ``"no_descent"``,
     ``"not_finite"`` or ``"negative_gap"``, the last three unconverged) and the
@@ -509,8 +513,8 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     hist_obj = torch.empty(max_iter + 1, dtype=torch.float64)
     hist_gap = torch.empty(max_iter + 1, dtype=torch.float64)
     cache = None
-    if source != "dense":  # the column cache's memory, allocated by torch on alpha's device
-        cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=alpha.dtype, device=alpha.device)
+    if source != "dense":  # the column cache's memory (the columns' dtype), allocated by torch on alpha's device
+        cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=matrix.dtype, device=alpha.device)
     info = _C.fw_solve(alpha, Ka, t, coefs, method, max_iter, tol, step_offset, hist_obj, hist_gap,
                        source, matrix, float(gamma), cache, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
                        _stream(alpha))

@@ -111,61 +111,66 @@ py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::di
                                          : dual_oracle_typed<double>(s, coefs, shard);
 }
 
-// Kernel columns from `source` on the state's device (and back end).
-template <typename T>
-std::unique_ptr<ColumnSource<T>> column_source(const DualState& s, const std::string& source, py::handle matrix,
-                                               double gamma, py::handle cache) {
-  const int64_t n = s.alpha.rows;
+// The kernel matrix (K, X or Z by `source`), on the state's device, with
+// `n` rows: in the state's dtype, or float32 under a float64 state (a
+// float32 K or float32 features, with the state and certificate in float64).
+ArrayView column_matrix(const DualState& s, const std::string& source, py::handle matrix) {
   if (source != "dense" && source != "features" && source != "factor")
     fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
   const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2, s.stream);
-  require_same(s.alpha, m);
+  if (m.device != s.alpha.device || m.device_id != s.alpha.device_id)
+    fail(m.name + ": on a different device than alpha");
+  if (m.dtype != s.alpha.dtype && !(s.alpha.dtype == DType::float64 && m.dtype == DType::float32))
+    throw py::type_error(m.name + ": dtype " + dtype_name(m.dtype) + " with a " + dtype_name(s.alpha.dtype) +
+                         " state; the columns take the state's dtype, or float32 under a float64 state");
+  const int64_t n = s.alpha.rows;
   if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
-  if (source == "dense") {
-    if (m.cols != n) fail("K must be square");
-    return std::make_unique<DenseColumns<T>>(m.ptr<T>(), m.ld, n);
-  }
+  if (source == "dense" && m.cols != n) fail("K must be square");
   if (m.cols < 1) fail(m.name + ": has no columns");
+  return m;
+}
+
+// Kernel columns in C from the matrix m (column_matrix) on the state's
+// device (and back end); computed ones are cached in `cache` (C, slots x n).
+template <typename C>
+std::unique_ptr<ColumnSource<C>> column_source(const DualState& s, const std::string& source, const ArrayView& m,
+                                               double gamma, py::handle cache) {
+  const int64_t n = s.alpha.rows;
+  if (source == "dense") return std::make_unique<DenseColumns<C>>(m.ptr<C>(), m.ld, n);
   const ArrayView store = view_array(cache, "cache", 2, 2, s.stream);
-  require_same(s.alpha, store);
+  require_same(m, store);
   require_writable(store, {&s.alpha, &s.ka, &m});
   if (store.rows < 2 || store.cols != n || (store.rows > 1 && store.ld != n))
     fail("cache must be a contiguous (slots >= 2, n) array");
   const bool features = source == "features";
   if (features && !(gamma > 0 && std::isfinite(gamma))) fail("gamma must be a positive finite number");
-  T* storage = store.ptr<T>();
+  C* storage = store.ptr<C>();
   const int64_t slots = store.rows;
-  const T* rows = m.ptr<T>();  // X or Z
-  using Columns = std::unique_ptr<ColumnSource<T>>;
+  const C* rows = m.ptr<C>();  // X or Z
+  using Columns = std::unique_ptr<ColumnSource<C>>;
   return route(
       s.backend,
       [&]() -> Columns {
-        if (features) return std::make_unique<cpu::FeatureColumns<T>>(storage, slots, rows, m.ld, n, m.cols, T(gamma));
-        return std::make_unique<cpu::FactorColumns<T>>(storage, slots, rows, m.ld, n, m.cols);
+        if (features) return std::make_unique<cpu::FeatureColumns<C>>(storage, slots, rows, m.ld, n, m.cols, C(gamma));
+        return std::make_unique<cpu::FactorColumns<C>>(storage, slots, rows, m.ld, n, m.cols);
       },
       [&]() -> Columns {
-        return features ? emulated::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma))
-                        : emulated::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols);
+        return features ? emulated::feature_columns<C>(storage, slots, rows, m.ld, n, m.cols, C(gamma))
+                        : emulated::factor_columns<C>(storage, slots, rows, m.ld, n, m.cols);
       },
       [&]() -> Columns {
         void* const stream = cuda_stream(s.stream);
-        return features ? cuda::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma), stream)
-                        : cuda::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols, stream);
+        return features ? cuda::feature_columns<C>(storage, slots, rows, m.ld, n, m.cols, C(gamma), stream)
+                        : cuda::factor_columns<C>(storage, slots, rows, m.ld, n, m.cols, stream);
       });
 }
 
-template <typename T>
-py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::string& method, int64_t max_iter,
-                        double tol, int64_t step_offset, const ArrayView& hist_obj, const ArrayView& hist_gap,
-                        const std::string& source, py::handle matrix, double gamma, py::handle cache) {
-  FwOptions o;
-  if (method == "vanilla") o.method = FwMethod::vanilla;
-  else if (method == "pairwise") o.method = FwMethod::pairwise;
-  else fail("method must be 'vanilla' or 'pairwise', got '" + method + "'");
-  o.max_iter = max_iter;
-  o.tol = tol;
-  o.step_offset = step_offset;
-  const std::unique_ptr<ColumnSource<T>> columns = column_source<T>(s, source, matrix, gamma, cache);
+// A state in T over columns in C.
+template <typename T, typename C>
+py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const FwOptions& o, const ArrayView& hist_obj,
+                        const ArrayView& hist_gap, const std::string& source, const ArrayView& matrix, double gamma,
+                        py::handle cache) {
+  const std::unique_ptr<ColumnSource<C>> columns = column_source<C>(s, source, matrix, gamma, cache);
   const DualCoefs<T> c = coefs_from<T>(coefs);  // reads Python objects: before releasing the GIL
   T *alpha = s.alpha.ptr<T>(), *ka = s.ka.ptr<T>();
   const T* t = s.t.ptr<T>();
@@ -175,17 +180,18 @@ py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::st
   {
     py::gil_scoped_release release;
     rep = route(
-        s.backend, [&] { return cpu::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg); },
-        [&] { return emulated::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data); },
+        s.backend, [&] { return cpu::fw_solve<T, C>(*columns, alpha, ka, t, n, c, o, ho, hg); },
+        [&] { return emulated::fw_solve<T, C>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data); },
         [&] {
-          return cuda::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data, cuda_stream(s.stream));
+          return cuda::fw_solve<T, C>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data,
+                                      cuda_stream(s.stream));
         });
   }
   py::dict d;
   d["n_iter"] = rep.n_iter;
   d["converged"] = rep.converged;
   d["stop"] = fw_stop_name(rep.stop);
-  if (auto* cached = dynamic_cast<CachedColumns<T>*>(columns.get())) {
+  if (auto* cached = dynamic_cast<CachedColumns<C>*>(columns.get())) {
     d["cache_hits"] = cached->hits();
     d["cache_misses"] = cached->misses();
   }
@@ -196,21 +202,32 @@ py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict&
                   int64_t max_iter, double tol, int64_t step_offset, py::handle history_objective,
                   py::handle history_gap, const std::string& source, py::handle matrix, double gamma,
                   py::handle cache, py::handle workspace, bool cuda_emulation, int64_t stream) {
+  FwOptions o;
+  if (method == "vanilla") o.method = FwMethod::vanilla;
+  else if (method == "pairwise") o.method = FwMethod::pairwise;
+  else fail("method must be 'vanilla' or 'pairwise', got '" + method + "'");
   if (max_iter < 0 || max_iter == std::numeric_limits<int64_t>::max())
     fail("max_iter must be >= 0, got " + std::to_string(max_iter));
   if (!(tol >= 0)) fail("tol must be >= 0, got " + std::to_string(tol));
   if (step_offset < 0) fail("step_offset must be >= 0, got " + std::to_string(step_offset));
+  o.max_iter = max_iter;
+  o.tol = tol;
+  o.step_offset = step_offset;
   const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
+  require_writable(s.alpha, {&s.ka, &s.t});  // the loop writes both
+  require_writable(s.ka, {&s.t});
   const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
   const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
   for (const ArrayView* h : {&ho, &hg}) {
     if (h->dtype != DType::float64 || h->device != Device::cpu || h->rows < max_iter + 1 || (h->rows > 1 && h->ld != 1))
       fail(h->name + ": must be a contiguous float64 CPU array of at least max_iter + 1 entries");
-    require_writable(*h, {&s.alpha});
+    require_writable(*h, {&s.alpha, &s.ka});
   }
-  return s.alpha.dtype == DType::float32
-             ? fw_solve_typed<float>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache)
-             : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache);
+  require_writable(hg, {&ho});
+  const ArrayView m = column_matrix(s, source, matrix);
+  if (s.alpha.dtype == DType::float32) return fw_solve_typed<float, float>(s, coefs, o, ho, hg, source, m, gamma, cache);
+  if (m.dtype == DType::float32) return fw_solve_typed<double, float>(s, coefs, o, ho, hg, source, m, gamma, cache);
+  return fw_solve_typed<double, double>(s, coefs, o, ho, hg, source, m, gamma, cache);
 }
 
 }  // namespace
@@ -225,7 +242,9 @@ void bind_dual(py::module_& m) {
         py::arg("max_iter"), py::arg("tol"), py::arg("step_offset"), py::arg("history_objective"),
         py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
         py::arg("cache") = py::none(), py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false,
-        py::arg("stream") = 0, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+        py::arg("stream") = 0,
+        "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka; the matrix (and cache) in alpha's dtype, or "
+        "float32 under float64 alpha.");
   m.def("pairwise_step",
         [](double g_s, double g_a, double alpha_s, double alpha_a, double curvature, double pen, double q) {
           for (auto [name, v] : {std::pair{"g_s", g_s}, {"g_a", g_a}, {"alpha_s", alpha_s}, {"alpha_a", alpha_a},

@@ -77,6 +77,7 @@ void structured_features(const std::string& kind, py::handle X, py::handle diag,
   if (k == StructuredMap::fastfood) p = view_array(perm, "perm", 2, 2, stream);
   for (const ArrayView* a : {&g, &o, &z}) require_same(x, *a);
   require_writable(z, {&x, &g, &o});
+  if (k == StructuredMap::fastfood) require_writable(z, {&p});
   const int64_t dp = g.cols, blocks = g.rows / 3;
   if (g.rows % 3 != 0 || (g.rows > 1 && g.ld != dp)) fail("diag: must be a contiguous (3 * blocks, d_pad) array");
   if (k == StructuredMap::fastfood) {
@@ -88,7 +89,6 @@ void structured_features(const std::string& kind, py::handle X, py::handle diag,
   if (o.rows > 1 && o.ld != 1) fail("offset: must be contiguous");
   if (z.rows != x.rows || z.cols != o.rows)
     fail("out must have shape (" + std::to_string(x.rows) + ", " + std::to_string(o.rows) + ")");
-  if (overlapping(x, z)) fail("out: overlaps x");
   const Backend backend = backend_for(x, cuda_emulation);
   if (x.dtype == DType::float32)
     features_typed<float>(k, x, g, p, o, z, scale, out_scale, backend, stream);

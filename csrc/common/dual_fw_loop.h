@@ -1,9 +1,12 @@
 // The Frank-Wolfe loops (vanilla and pairwise) written once over an "engine"
-// that owns the state (alpha, K a) on its device:
+// that owns the state (alpha, K a, in T) on its device and reads kernel
+// columns of its Column type (T, or float under a double state: a float32 K
+// or float32 features with the state, the oracle and the certificate in
+// double, and no double copy of K):
 //
 //   OracleResult<T> oracle();                         // one fused pass
-//   void columns(i, j, const T** ci, const T** cj);   // K[:, i], K[:, j] (device pointers on a GPU)
-//   T entry(const T* col, int64_t k);                 // one element of such a column
+//   void columns(i, j, const Column** ci, const Column** cj);  // K[:, i], K[:, j] (device pointers on a GPU)
+//   T entry(const Column* col, int64_t k);            // one element of such a column
 //   T alpha(int64_t i);                               // one weight
 //   void vanilla_update(lambda, i, l, wn, wa, ci, cl);  // alpha <- (1-lambda) alpha + wn e_i + wa e_l,
 //                                                       // K a <- (1-lambda) K a + wn ci - wa cl (l < 0: no anomaly atom)
@@ -109,6 +112,7 @@ T pairwise_step(T g_s, T g_a, T alpha_s, T alpha_a, T curvature_k, T pen, T q) {
 template <typename T, typename Engine>
 FwReport fw_loop(Engine& e, const DualCoefs<T>& c, const FwOptions& options, double* history_objective,
                  double* history_gap) {
+  using Column = typename Engine::Column;
   FwReport report;
   const auto stop = [&](FwStop why) {
     report.stop = why;
@@ -132,7 +136,7 @@ FwReport fw_loop(Engine& e, const DualCoefs<T>& c, const FwOptions& options, dou
       // K a follows from the two new columns.
       const T lambda = T(2) / T(it + 2 + options.step_offset);
       const bool anomalies = r.fw_anomaly >= 0;
-      const T *col_n, *col_a;
+      const Column *col_n, *col_a;
       e.columns(r.fw_normal, anomalies ? r.fw_anomaly : r.fw_normal, &col_n, &col_a);
       e.vanilla_update(lambda, r.fw_normal, anomalies ? r.fw_anomaly : -1, lambda * c.mu_normal,
                        anomalies ? lambda * c.mu_anomaly : T(0), col_n, col_a);
@@ -147,7 +151,7 @@ FwReport fw_loop(Engine& e, const DualCoefs<T>& c, const FwOptions& options, dou
     const int64_t s = normal ? r.fw_normal : r.fw_anomaly;
     const int64_t a = normal ? r.away_normal : r.away_anomaly;
     if (s < 0 || a < 0 || s == a || !((normal ? viol_n : viol_a) > 0)) return stop(FwStop::no_descent);
-    const T *col_s, *col_a;
+    const Column *col_s, *col_a;
     e.columns(s, a, &col_s, &col_a);
     const T curvature_k = e.entry(col_s, s) + e.entry(col_a, a) - 2 * e.entry(col_s, a);
     const T pen = normal ? c.pen_normal : c.pen_anomaly;
