@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -14,6 +15,17 @@
 namespace dlmsvdd::bindings {
 
 [[noreturn]] inline void fail(const std::string& what) { throw py::value_error(what); }
+
+// check() run with the GIL held, a std::invalid_argument from the kernels' own
+// checks (shared with the CUDA and CPU entry points) raised as a ValueError.
+template <typename Check>
+void as_value_error(Check&& check) {
+  try {
+    check();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
 
 inline void require_same(const ArrayView& a, const ArrayView& b) {
   if (a.dtype != b.dtype)

@@ -96,11 +96,7 @@ py::dict dual_oracle_typed(const DualState& s, const py::dict& coefs, bool shard
               [&] { return emulated::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data); },
               [&] { return cuda::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data, cuda_stream(s.stream)); });
   }
-  try {
-    require_labels(r, c, !shard);
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
+  as_value_error([&] { require_labels(r, c, !shard); });
   return oracle_dict(r, c);
 }
 
@@ -126,7 +122,7 @@ ArrayView column_matrix(const DualState& s, const std::string& source, py::handl
   const int64_t n = s.alpha.rows;
   if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
   if (source == "dense" && m.cols != n) fail("K must be square");
-  if (m.cols < 1) fail(m.name + ": has no columns");
+  if (source != "dense" && m.cols < 1) fail(m.name + ": has no columns");  // an empty K: the label check says why
   return m;
 }
 

@@ -37,28 +37,15 @@ template <typename T>
 void features_typed(StructuredMap kind, const ArrayView& x, const ArrayView& diag, const ArrayView& perm,
                     const ArrayView& offset, const ArrayView& out, double scale, double out_scale, Backend backend,
                     int64_t stream) {
-  FeatureMapArgs<T> a;
-  a.kind = kind;
-  a.x = x.ptr<T>();
-  a.ldx = x.ld;
-  a.rows = x.rows;
-  a.d = x.cols;
-  a.d_pad = diag.cols;
-  a.blocks = diag.rows / 3;
-  a.diag = diag.ptr<T>();
-  a.perm = perm.ptr<T>();
-  a.offset = offset.ptr<T>();
-  a.scale = static_cast<T>(scale);
-  a.out_scale = static_cast<T>(out_scale);
-  a.out = out.ptr<T>();
-  a.ldo = out.ld;
-  a.m = offset.rows;
-  try {
+  const FeatureMapArgs<T> a{.kind = kind, .x = x.ptr<T>(), .ldx = x.ld, .rows = x.rows, .d = x.cols,
+                            .d_pad = diag.cols, .blocks = diag.rows / 3, .diag = diag.ptr<T>(), .perm = perm.ptr<T>(),
+                            .offset = offset.ptr<T>(), .scale = static_cast<T>(scale),
+                            .out_scale = static_cast<T>(out_scale), .out = out.ptr<T>(), .ldo = out.ld,
+                            .m = offset.rows};
+  as_value_error([&] {
     feature_map_log2_pad(a, backend == Backend::cpu ? kFwhtMaxLog2 : kCudaFeatureMapMaxLog2);
     if (kind == StructuredMap::fastfood) check_permutation<T>(perm, backend, stream);
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
+  });
   if (a.rows == 0) return;
   py::gil_scoped_release release;
   route(backend, [&] { cpu::structured_features<T>(a); }, [&] { emulated::structured_features<T>(a); },

@@ -18,19 +18,9 @@ namespace {
 
 template <typename T>
 void fwht_typed(const ArrayView& x, const ArrayView& out, bool normalized, Backend backend, int64_t stream) {
-  FwhtArgs<T> a;
-  a.x = x.ptr<T>();
-  a.ldx = x.ld;
-  a.out = out.ptr<T>();
-  a.ldo = out.ld;
-  a.rows = x.rows;
-  a.length = x.cols;
-  a.normalized = normalized;
-  try {
-    fwht_log2_length(a);  // with the GIL held, so the error is an ordinary ValueError
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
+  const FwhtArgs<T> a{.x = x.ptr<T>(), .ldx = x.ld, .out = out.ptr<T>(), .ldo = out.ld, .rows = x.rows,
+                      .length = x.cols, .normalized = normalized};
+  as_value_error([&] { fwht_log2_length(a); });
   if (a.rows == 0) return;
   py::gil_scoped_release release;
   route(backend, [&] { cpu::fwht<T>(a); }, [&] { emulated::fwht<T>(a); },

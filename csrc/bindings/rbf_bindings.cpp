@@ -26,29 +26,15 @@ RbfProblem<T> make_problem(const ArrayView& x, const ArrayView& y, double gamma,
   if (x.cols < 1) fail("X has no features (d = 0)");
   if (symmetric && (x.data != y.data || x.rows != y.rows || x.ld != y.ld))
     fail("symmetric=True requires Y to be the same array as X");
-  RbfProblem<T> p;
-  p.x = x.ptr<T>();
-  p.ldx = x.ld;
-  p.nx = x.rows;
-  p.y = y.ptr<T>();
-  p.ldy = y.ld;
-  p.ny = y.rows;
-  p.d = x.cols;
-  p.gamma = static_cast<T>(gamma);
-  p.symmetric = symmetric;
-  return p;
+  return {.x = x.ptr<T>(), .ldx = x.ld, .nx = x.rows, .y = y.ptr<T>(), .ldy = y.ld, .ny = y.rows, .d = x.cols,
+          .gamma = static_cast<T>(gamma), .symmetric = symmetric};
 }
 
 template <typename T>
 void matvec_typed(const ArrayView& x, const ArrayView& y, const ArrayView& v, const ArrayView& out, double gamma,
                   bool symmetric, Backend backend, int64_t stream) {
   const RbfProblem<T> p = make_problem<T>(x, y, gamma, symmetric);
-  MatvecArgs<T> a;
-  a.v = v.ptr<T>();
-  a.ldv = v.ld;
-  a.k = v.cols;
-  a.out = out.ptr<T>();
-  a.ldo = out.ld;
+  const MatvecArgs<T> a{.v = v.ptr<T>(), .ldv = v.ld, .k = v.cols, .out = out.ptr<T>(), .ldo = out.ld};
   if (p.nx == 0 || a.k == 0) return;
   py::gil_scoped_release release;
   route(backend, [&] { cpu::rbf_matvec<T>(p, a); }, [&] { emulated::rbf_matvec<T>(p, a); },
@@ -59,10 +45,7 @@ template <typename T>
 void gram_typed(const ArrayView& x, const ArrayView& y, const ArrayView& out, double gamma, bool symmetric,
                 bool distances_only, Backend backend, int64_t stream) {
   const RbfProblem<T> p = make_problem<T>(x, y, gamma, symmetric);
-  GramArgs<T> a;
-  a.out = out.ptr<T>();
-  a.ldo = out.ld;
-  a.distances_only = distances_only;
+  const GramArgs<T> a{.out = out.ptr<T>(), .ldo = out.ld, .distances_only = distances_only};
   if (p.nx == 0 || p.ny == 0) return;
   py::gil_scoped_release release;
   route(backend, [&] { cpu::rbf_gram<T>(p, a); }, [&] { emulated::rbf_gram<T>(p, a); },

@@ -21,11 +21,24 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/column_cache.h"
 #include "common/dual_math.h"
 
 namespace dlmsvdd {
 
 enum class FwMethod { vanilla = 0, pairwise = 1 };
+
+// What an engine works on: the kernel columns, the state alpha and K a (in T,
+// updated in place), the labels t and the dual's coefficients, over n samples.
+template <typename T, typename C>
+struct FwState {
+  ColumnSource<C>& columns;
+  T* alpha;
+  T* ka;
+  const T* t;
+  int64_t n;
+  DualCoefs<T> c;
+};
 
 struct FwOptions {
   FwMethod method = FwMethod::vanilla;

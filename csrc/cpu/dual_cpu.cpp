@@ -93,18 +93,17 @@ template <typename T, typename C>
 class HostEngine {
  public:
   using Column = C;
-  HostEngine(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c)
-      : columns_(columns), alpha_(alpha), ka_(ka), t_(t), n_(n), c_(c) {}
+  explicit HostEngine(const FwState<T, C>& s) : s_(s) {}
 
-  OracleResult<T> oracle() { return dual_oracle(alpha_, ka_, t_, n_, c_); }
-  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { columns_.get(i, j, ci, cj); }
+  OracleResult<T> oracle() { return dual_oracle(s_.alpha, s_.ka, s_.t, s_.n, s_.c); }
+  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { s_.columns.get(i, j, ci, cj); }
   T entry(const C* col, int64_t k) { return T(col[k]); }
-  T alpha(int64_t i) { return alpha_[i]; }
+  T alpha(int64_t i) { return s_.alpha[i]; }
 
   void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const C* col_i, const C* col_l) {
-    const int64_t n = n_;
-    T* alpha = alpha_;
-    T* ka = ka_;
+    const int64_t n = s_.n;
+    T* alpha = s_.alpha;
+    T* ka = s_.ka;
 #pragma omp parallel for schedule(static) if (n >= kParallelFrom)
     for (int64_t k = 0; k < n; ++k) {
       alpha[k] *= (1 - lambda);
@@ -115,21 +114,17 @@ class HostEngine {
   }
 
   void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const C* col_s, const C* col_a) {
-    const int64_t n = n_;
-    T* ka = ka_;
+    const int64_t n = s_.n;
+    T* alpha = s_.alpha;
+    T* ka = s_.ka;
 #pragma omp parallel for schedule(static) if (n >= kParallelFrom)
     for (int64_t k = 0; k < n; ++k) ka[k] += tg * (T(col_s[k]) - T(col_a[k]));
-    alpha_[s] += gamma;
-    alpha_[a] = gamma == alpha_[a] ? T(0) : alpha_[a] - gamma;  // a drop step empties the atom exactly
+    alpha[s] += gamma;
+    alpha[a] = gamma == alpha[a] ? T(0) : alpha[a] - gamma;  // a drop step empties the atom exactly
   }
 
  private:
-  ColumnSource<C>& columns_;
-  T* alpha_;
-  T* ka_;
-  const T* t_;
-  int64_t n_;
-  DualCoefs<T> c_;
+  FwState<T, C> s_;
 };
 
 }  // namespace
@@ -137,7 +132,7 @@ class HostEngine {
 template <typename T, typename C>
 FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap) {
-  HostEngine<T, C> engine(columns, alpha, ka, t, n, c);
+  HostEngine<T, C> engine({columns, alpha, ka, t, n, c});
   return fw_loop<T>(engine, c, options, history_objective, history_gap);
 }
 

@@ -33,6 +33,16 @@ std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x);
 
 }  // namespace dlmsvdd::cpu
 
+// The float and double instances of the three entry points, written once for
+// the dispatcher and for each instruction set's namespace.
+#define DLMSVDD_INSTANTIATE_RBF_CPU                                                                    \
+  template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);                \
+  template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);             \
+  template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);                    \
+  template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);                 \
+  template std::unique_ptr<FeatureGram<float>> feature_gram<float>(const RbfProblem<float>&);         \
+  template std::unique_ptr<FeatureGram<double>> feature_gram<double>(const RbfProblem<double>&);
+
 // Declarations of the per-instruction-set entry points.
 #define DLMSVDD_DECLARE_ISA(ns)                                                       \
   namespace dlmsvdd::cpu::ns {                                                        \

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include "common/rbf_math.h"
@@ -492,11 +493,6 @@ void rbf_gram(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
     gram_tiles(pb, ga);
 }
 
-template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);
-template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);
-template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);
-template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);
-template std::unique_ptr<FeatureGram<float>> feature_gram<float>(const RbfProblem<float>&);
-template std::unique_ptr<FeatureGram<double>> feature_gram<double>(const RbfProblem<double>&);
+DLMSVDD_INSTANTIATE_RBF_CPU
 
 }  // namespace dlmsvdd::cpu::DLMSVDD_ISA_NS

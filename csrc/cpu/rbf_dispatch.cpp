@@ -19,11 +19,6 @@ std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x) {
   DLMSVDD_ISA_DISPATCH(feature_gram<T>, x)
 }
 
-template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);
-template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);
-template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);
-template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);
-template std::unique_ptr<FeatureGram<float>> feature_gram<float>(const RbfProblem<float>&);
-template std::unique_ptr<FeatureGram<double>> feature_gram<double>(const RbfProblem<double>&);
+DLMSVDD_INSTANTIATE_RBF_CPU
 
 }  // namespace dlmsvdd::cpu

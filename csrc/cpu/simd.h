@@ -1,25 +1,17 @@
 // Portable SIMD on GCC vector extensions. Included once per instruction set
 // (inside that set's namespace) with DLMSVDD_VEC_BYTES = 16, 32 or 64; the
 // compiler flags of the including file decide which instructions come out.
-// No include guard: each instruction set includes it once, in its own namespace.
+// No include guard: each instruction set includes it once, in its own namespace
+// (after <cstdint> and <type_traits>).
 
+// T's vector (V, W lanes) and the integer vector of the same lane width (I, lanes of Int).
 template <typename T>
-struct Simd;
-
-template <>
-struct Simd<float> {
-  static constexpr int W = DLMSVDD_VEC_BYTES / 4;
-  typedef float V __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
-  typedef int32_t I __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
-  using Int = int32_t;
-};
-
-template <>
-struct Simd<double> {
-  static constexpr int W = DLMSVDD_VEC_BYTES / 8;
-  typedef double V __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
-  typedef int64_t I __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
-  using Int = int64_t;
+struct Simd {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double lanes");
+  static constexpr int W = int(DLMSVDD_VEC_BYTES / sizeof(T));
+  using Int = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T V __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
+  typedef Int I __attribute__((vector_size(DLMSVDD_VEC_BYTES)));
 };
 
 template <typename T>

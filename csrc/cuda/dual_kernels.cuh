@@ -230,31 +230,24 @@ template <typename T, typename C>
 class DeviceEngine {
  public:
   using Column = C;
-  DeviceEngine(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
-               void* workspace, Stream stream)
-      : columns_(columns), alpha_(alpha), ka_(ka), t_(t), n_(n), c_(c), workspace_(workspace), stream_(stream) {}
+  DeviceEngine(const FwState<T, C>& s, void* workspace, Stream stream) : s_(s), workspace_(workspace), stream_(stream) {}
 
-  OracleResult<T> oracle() { return oracle_pass(alpha_, ka_, t_, n_, c_, workspace_, stream_); }
-  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { columns_.get(i, j, ci, cj); }
+  OracleResult<T> oracle() { return oracle_pass(s_.alpha, s_.ka, s_.t, s_.n, s_.c, workspace_, stream_); }
+  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { s_.columns.get(i, j, ci, cj); }
   T entry(const C* col, int64_t k) { return T(read_element(col + k, stream_)); }
-  T alpha(int64_t i) { return read_element(alpha_ + i, stream_); }
+  T alpha(int64_t i) { return read_element(s_.alpha + i, stream_); }
 
   void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const C* col_i, const C* col_l) {
-    launch(vanilla_update_kernel<T, C>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_,
-           n_, lambda, i, l, wn, wa, col_i, col_l);
+    launch(vanilla_update_kernel<T, C>, dim3(elementwise_blocks(s_.n)), dim3(kDualThreads), 0, stream_, s_.alpha,
+           s_.ka, s_.n, lambda, i, l, wn, wa, col_i, col_l);
   }
   void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const C* col_s, const C* col_a) {
-    launch(pairwise_update_kernel<T, C>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_,
-           n_, tg, s, a, gamma, col_s, col_a);
+    launch(pairwise_update_kernel<T, C>, dim3(elementwise_blocks(s_.n)), dim3(kDualThreads), 0, stream_, s_.alpha,
+           s_.ka, s_.n, tg, s, a, gamma, col_s, col_a);
   }
 
  private:
-  ColumnSource<C>& columns_;
-  T* alpha_;
-  T* ka_;
-  const T* t_;
-  int64_t n_;
-  DualCoefs<T> c_;
+  FwState<T, C> s_;
   void* workspace_;
   Stream stream_;
 };
@@ -263,7 +256,7 @@ template <typename T, typename C>
 FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap, void* workspace,
                   Stream stream) {
-  DeviceEngine<T, C> engine(columns, alpha, ka, t, n, c, workspace, stream);
+  DeviceEngine<T, C> engine({columns, alpha, ka, t, n, c}, workspace, stream);
   return fw_loop<T>(engine, c, options, history_objective, history_gap);
 }
 

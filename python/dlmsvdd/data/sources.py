@@ -90,35 +90,30 @@ def digits(test_fraction: float = 0.3, seed: int = 0) -> Source:
                   list(range(10)), channels=1, image_size=8)
 
 
-def fashion_mnist(root) -> Source:
-    FashionMNIST = vision("torchvision.datasets", "the fashion_mnist data set").FashionMNIST
-
+def _torchvision_pair(name: str, cls: str, root, expected: str):
+    """The train and test sets of torchvision's data set ``cls`` from ``root`` (never downloaded)."""
+    dataset = getattr(vision("torchvision.datasets", f"the {name} data set"), cls)
     try:
-        train, test = (FashionMNIST(root, train=flag, download=False) for flag in (True, False))
+        return tuple(dataset(root, train=flag, download=False) for flag in (True, False))
     except RuntimeError:
-        raise _missing("fashion_mnist", root, "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte") from None
+        raise _missing(name, root, expected) from None
+
+
+def fashion_mnist(root) -> Source:
+    train, test = _torchvision_pair("fashion_mnist", "FashionMNIST", root,
+                                    "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte")
     return Source("fashion_mnist", train, test, train.targets.numpy(), test.targets.numpy(), list(train.classes), 1, 28)
 
 
 def cifar10(root) -> Source:
-    CIFAR10 = vision("torchvision.datasets", "the cifar10 data set").CIFAR10
-
-    try:
-        train, test = (CIFAR10(root, train=flag, download=False) for flag in (True, False))
-    except RuntimeError:
-        raise _missing("cifar10", root, "cifar-10-batches-py/ (the python version of CIFAR-10)") from None
+    train, test = _torchvision_pair("cifar10", "CIFAR10", root, "cifar-10-batches-py/ (the python version of CIFAR-10)")
     return Source("cifar10", train, test, np.asarray(train.targets), np.asarray(test.targets), list(train.classes), 3, 32)
 
 
 def cifar100(root, fine_labels: bool = False) -> Source:
     """CIFAR-100 with its 20 coarse superclasses (the one-vs-rest literature's
     choice) or, on request, the 100 fine classes."""
-    CIFAR100 = vision("torchvision.datasets", "the cifar100 data set").CIFAR100
-
-    try:
-        train, test = (CIFAR100(root, train=flag, download=False) for flag in (True, False))
-    except RuntimeError:
-        raise _missing("cifar100", root, "cifar-100-python/ (the python version of CIFAR-100)") from None
+    train, test = _torchvision_pair("cifar100", "CIFAR100", root, "cifar-100-python/ (the python version of CIFAR-100)")
     classes = list(train.classes)
     if not fine_labels:  # torchvision exposes the fine labels only; the coarse ones are in the same pickles
         folder = Path(root) / train.base_folder
