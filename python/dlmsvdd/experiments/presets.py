@@ -23,9 +23,10 @@ import yaml
 
 from .sweep import Sweep, collect, run_sweep
 
-# What every preset changes to run on digits: the small CNN from scratch, as the demo.
+# What every preset changes to run on digits: the small CNN from scratch with its default
+# recipe, as the demo, for 10 epochs.
 DIGITS = {"data": "digits", "root": None, "backbone": "small_cnn", "weights": None, "image_size": None,
-          "lr": 1e-3, "batch_size": 64, "epochs": 10}
+          "epochs": 10}
 SECTIONS = {"description", "base", "grid", "parts", "digits"}
 
 

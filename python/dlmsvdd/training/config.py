@@ -13,6 +13,14 @@ from ..data.sources import DATASETS
 from .models import BACKBONES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
+# How a network is trained, for the fields left at None: the paper's (its backbones start from
+# pretrained weights) and the one for a backbone trained from scratch, which starts from an
+# autoencoder on the task's own training images (as Deep SAD does) and needs the larger step of a
+# network that starts far from a good representation (README, "From scratch").
+RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none"}, "scratch": {"lr": 1e-3, "pretrain": "autoencoder"}}
+# "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
+# autoencoder, then the statistics (training.pretrain)
+PRETRAINS = ("none", "batchnorm", "autoencoder")
 
 
 @dataclass
@@ -31,6 +39,10 @@ class TrainConfig:
     weights: str | None = "imagenet"  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
+    # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
+    recipe: str = "auto"
+    pretrain: str | None = None  # step 0 before the first epoch: one of PRETRAINS; None: the recipe's
+    pretrain_steps: int = 100  # of the autoencoder
     # the boundary (alpha-step)
     backend: str = "exact"
     n_components: int = 1024
@@ -44,7 +56,7 @@ class TrainConfig:
     fw_tol: float = 1e-6
     # the omega-step
     epochs: int = 30
-    lr: float = 1e-4
+    lr: float | None = None  # None: the recipe's (1e-4 for the paper, 1e-3 from scratch)
     weight_decay: float = 1e-4
     batch_size: int = 128
     grad_clip: float = 1.0
@@ -74,8 +86,13 @@ class TrainConfig:
         need(self.rho is None or self.rho >= 1, f"rho must be >= 1, got {self.rho!r}")
         need(0 < self.val_fraction < 1, f"val_fraction must be in (0, 1), got {self.val_fraction}")
         need(self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}")
-        need(self.lr > 0 and self.batch_size >= 1 and self.grad_clip > 0 and self.weight_decay >= 0,
-             "lr, batch_size and grad_clip must be positive, weight_decay >= 0")
+        need((self.lr is None or self.lr > 0) and self.batch_size >= 1 and self.grad_clip > 0
+             and self.weight_decay >= 0, "lr, batch_size and grad_clip must be positive, weight_decay >= 0")
+        need(self.recipe in ("auto", *RECIPES), f"recipe must be 'auto' or one of {tuple(RECIPES)}, got {self.recipe!r}")
+        need(self.pretrain is None or self.pretrain in PRETRAINS,
+             f"pretrain must be one of {PRETRAINS} (or None: the recipe's), got {self.pretrain!r}")
+        need(isinstance(self.pretrain_steps, int) and not isinstance(self.pretrain_steps, bool)
+             and self.pretrain_steps >= 0, f"pretrain_steps must be a whole number >= 0, got {self.pretrain_steps!r}")
         need(self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}, got {self.selection!r}")
         need(self.softplus_power > 0, f"softplus_power must be positive, got {self.softplus_power}")
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
@@ -90,6 +107,15 @@ class TrainConfig:
         seed, warm starts and, under torchrun, the sharded solver)."""
         names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol"}
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
+
+    def training_params(self) -> dict:
+        """The recipe, lr and pretrain as the run uses them: the values given, else the recipe's.
+        Resolved when used, not stored, so that a changed backbone or weights changes them."""
+        recipe = self.recipe
+        if recipe == "auto":
+            recipe = "scratch" if self.backbone in BACKBONES and self.weights is None else "paper"
+        values = {key: getattr(self, key) for key in RECIPES[recipe]}
+        return {"recipe": recipe, **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
     @property
     def imagenet_input(self) -> bool:

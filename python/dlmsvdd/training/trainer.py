@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
-from . import memory, metrics, parallel
+from . import memory, metrics, parallel, pretrain
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
@@ -147,6 +147,22 @@ class DLMSVDD:
         return DataLoader(augmented, batch_size=batch, sampler=sampler, num_workers=cfg.num_workers,
                           drop_last=len(sampler) > batch)
 
+    def _pretrain(self, train: Dataset, augmented: Dataset, kind: str, lr: float) -> list[float]:
+        """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
+        autoencoder on the augmented training images, then the BatchNorm statistics
+        on the training images as the features pass sees them. Every process runs
+        it on all of them (DDP then starts all from rank 0's weights)."""
+        losses = []
+        if kind == "autoencoder":
+            cfg = self.config
+            losses = pretrain.autoencoder(self.network_, self._loader(augmented, shuffle=True, seed=cfg.seed),
+                                          cfg.pretrain_steps, lr, cfg.weight_decay, self.device)
+            if losses:
+                log.info("autoencoder: %d steps, loss %.4g -> %.4g", len(losses), losses[0], losses[-1])
+        if kind in ("batchnorm", "autoencoder"):
+            pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
+        return losses
+
     def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> list[float]:
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
@@ -177,6 +193,9 @@ class DLMSVDD:
         example, _ = train[0]
         self.in_channels_ = example.shape[0]
         self.network_ = self._build_network(self.in_channels_)
+        recipe = cfg.training_params()
+        augmented = train.augmented() if hasattr(train, "augmented") else train
+        self.pretrain_losses_ = self._pretrain(train, augmented, recipe["pretrain"], recipe["lr"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
         self.ddp_ = None
@@ -190,8 +209,7 @@ class DLMSVDD:
             log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
         self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
         optimizer = None if cfg.frozen else torch.optim.Adam(
-            self.network_.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        augmented = train.augmented() if hasattr(train, "augmented") else train
+            self.network_.parameters(), lr=recipe["lr"], weight_decay=cfg.weight_decay)
         epochs = 0 if cfg.frozen else cfg.epochs
         best = (-np.inf, 0, None)
         self.history_ = []
