@@ -90,8 +90,7 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     _check_array(V, "V")
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
-    fn = _C.emulated_rbf_matvec if cuda_emulation else _C.rbf_matvec
-    fn(X, Y, V, out, float(gamma), symmetric, _stream(X))
+    _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
     return out
 
 
@@ -123,8 +122,7 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
     if X.ndim != 2 or Y.ndim != 2:
         raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
     out = _empty(X, (X.shape[0], Y.shape[0]))
-    fn = _C.emulated_rbf_gram if cuda_emulation else _C.rbf_gram
-    fn(X, Y, out, float(gamma), symmetric, distances_only, _stream(X))
+    _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation))
     return out
 
 

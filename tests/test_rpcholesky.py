@@ -2,7 +2,7 @@
 replays the same random stream, on every CPU instruction set and under the
 CUDA emulation.
 
-The reference is the algorithm of csrc/common/rpcholesky_params.h in float64:
+The reference is the algorithm of csrc/common/rpcholesky_driver.h in float64:
 SplitMix64 uniforms; per round c = min(block_size, rank - k) sampling uniforms
 then c acceptance uniforms; a candidate is the first index whose running sum of
 the residual diagonal exceeds u * total; the candidates' residual block gets a

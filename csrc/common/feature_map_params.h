@@ -78,7 +78,7 @@ DLMSVDD_HD T structured_feature(T y, T s, T offset, T scale, T out_scale) {
 }
 
 namespace cpu {
-// The CPU map (cpu/fwht_dispatch.cpp): OpenMP threads over rows, the
+// The CPU map (cpu/feature_map_dispatch.cpp): OpenMP threads over rows, the
 // instruction set of cpu::active_isa().
 template <typename T>
 void structured_features(const FeatureMapArgs<T>& args);

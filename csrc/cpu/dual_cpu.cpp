@@ -7,7 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {

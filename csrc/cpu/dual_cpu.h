@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "common/column_cache.h"
+#include "common/dual_fw_loop.h"
 #include "common/dual_math.h"
-#include "common/fw_loop.h"
 
 namespace dlmsvdd::cpu {
 

@@ -4,8 +4,9 @@
 // stays in L1 (the FWHT's transform_row), then the cosine is taken in vector registers and the
 // features are written once. OpenMP threads over rows.
 //
-// Included by isa/fwht_<name>.cpp after cpu/fwht_impl.h, in the same
-// instruction-set namespace (it uses that file's transform_row and simd.h).
+// Included by isa/feature_map_<name>.cpp with DLMSVDD_ISA_NS and
+// DLMSVDD_VEC_BYTES defined; the file's compiler flags pick the instructions
+// (of cpu/fwht_transform.h's transform_row and simd.h too).
 #include <immintrin.h>
 
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "common/feature_map_params.h"
 #include "cpu/aligned_buffer.h"
+#include "cpu/fwht_transform.h"
 
 namespace dlmsvdd::cpu::DLMSVDD_ISA_NS {
 

@@ -1,19 +1,12 @@
-// CPU RBF kernels, compiled once per instruction set and chosen at run time.
+// CPU RBF kernels, compiled once per instruction set and chosen at run time
+// (cpu/isa_dispatch.h).
 #pragma once
 #include <memory>
 #include <string>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
 
 namespace dlmsvdd::cpu {
-
-enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
-
-const char* isa_name(Isa isa);
-Isa best_supported_isa();
-Isa active_isa();
-// Selects a (supported) instruction set; used by tests to cover every path.
-void set_active_isa(Isa isa);
 
 // out = K(X, Y) @ V.
 template <typename T>

@@ -1,5 +1,5 @@
 // RBF kernel-vector products and Gram matrices on the CPU. Included by
-// isa/<name>.cpp with DLMSVDD_ISA_NS and DLMSVDD_VEC_BYTES defined; the file's
+// isa/rbf_<name>.cpp with DLMSVDD_ISA_NS and DLMSVDD_VEC_BYTES defined; the file's
 // compiler flags pick the instructions. OpenMP threads over row blocks.
 #include <omp.h>
 
@@ -9,8 +9,8 @@
 #include <memory>
 #include <utility>
 
-#include "common/params.h"
 #include "common/rbf_math.h"
+#include "common/rbf_params.h"
 #include "cpu/aligned_buffer.h"
 #include "cpu/rbf_cpu.h"
 

@@ -1,4 +1,4 @@
-// RPCholesky on the CPU: the engine of common/rpcholesky_params.h's driver over
+// RPCholesky on the CPU: the engine of common/rpcholesky_driver.h's driver over
 // host memory. Kernel columns come from cpu::feature_gram (X packed once for
 // all rounds) and cpu::rbf_gram (the candidates' block); the downdate of a round
 // is one OpenMP pass over the rows, fused with the triangular solve and the
@@ -13,7 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/params.h"
+#include "common/rbf_params.h"
+#include "common/rpcholesky_driver.h"
+#include "common/rpcholesky_engine.h"
+#include "cpu/isa_dispatch.h"
 #include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {

@@ -1,4 +1,4 @@
-// RPCholesky of the RBF kernel on the CPU (the algorithm: common/rpcholesky_params.h).
+// RPCholesky of the RBF kernel on the CPU (the algorithm: common/rpcholesky_driver.h).
 #pragma once
 #include <cstdint>
 

@@ -1,14 +1,14 @@
 // Entry points of the lp-SVDD dual's CUDA kernels (cuda/dual_kernels.cuh), and
 // of the same kernels run on the CPU through the emulation layer (csrc/emu).
-// The Frank-Wolfe loop itself is common/fw_loop.h, run on the host over them.
+// The Frank-Wolfe loop itself is common/dual_fw_loop.h, run on the host over them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
 #include "common/column_cache.h"
+#include "common/dual_fw_loop.h"
 #include "common/dual_math.h"
-#include "common/fw_loop.h"
 
 namespace dlmsvdd {
 

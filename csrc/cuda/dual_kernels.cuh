@@ -1,5 +1,5 @@
 // CUDA kernels for the lp-SVDD dual and the device engine that runs the
-// Frank-Wolfe loop of common/fw_loop.h over them, written once for nvcc
+// Frank-Wolfe loop of common/dual_fw_loop.h over them, written once for nvcc
 // (cuda/dual_cuda.cu) and for the CPU emulation (emu/dual_emulated.cpp). Keep
 // them to what emu/cuda_emulation.h can run.
 //
@@ -19,9 +19,9 @@
 #include <string>
 
 #include "common/column_cache.h"
+#include "common/dual_fw_loop.h"
 #include "common/dual_math.h"
-#include "common/fw_loop.h"
-#include "common/params.h"
+#include "common/rbf_params.h"
 #include "cuda/launch.h"
 #include "cuda/rbf_cuda.h"
 
@@ -222,7 +222,7 @@ class FactorColumns final : public CachedColumns<T> {
   Stream stream_;
 };
 
-// The engine of fw_loop (common/fw_loop.h) over device arrays: kernels for the
+// The engine of fw_loop (common/dual_fw_loop.h) over device arrays: kernels for the
 // passes, single-element copies for the scalars the loop reads.
 template <typename T>
 class DeviceEngine {

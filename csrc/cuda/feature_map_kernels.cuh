@@ -1,6 +1,6 @@
 // CUDA kernel of the structured feature maps (common/feature_map_params.h),
-// written once for nvcc (cuda/fwht_cuda.cu) and for the CPU emulation
-// (emu/fwht_emulated.cpp).
+// written once for nvcc (cuda/feature_map_cuda.cu) and for the CPU emulation
+// (emu/feature_map_emulated.cpp).
 //
 // The padded features of all rows form one flat array of rows * blocks * d_pad
 // elements, cut into tiles of 4096 as in the FWHT's tile kernel: with d_pad

@@ -1,10 +1,8 @@
-// nvcc entry points of the FWHT and feature-map kernels (cuda/fwht_kernels.cuh,
-// cuda/feature_map_kernels.cuh). Compiled only
+// nvcc entry points of the FWHT kernels (cuda/fwht_kernels.cuh). Compiled only
 // when the build has CUDA (DLMSVDD_WITH_CUDA).
 #include <cuda_runtime.h>
 
 #include "cuda/fwht_cuda.h"
-#include "cuda/feature_map_kernels.cuh"
 #include "cuda/fwht_kernels.cuh"
 
 namespace dlmsvdd::cuda {
@@ -14,14 +12,7 @@ void fwht(const FwhtArgs<T>& args, void* stream) {
   gpu::launch_fwht(args, static_cast<cudaStream_t>(stream));
 }
 
-template <typename T>
-void structured_features(const FeatureMapArgs<T>& args, void* stream) {
-  gpu::launch_structured_features(args, static_cast<cudaStream_t>(stream));
-}
-
 template void fwht<float>(const FwhtArgs<float>&, void*);
 template void fwht<double>(const FwhtArgs<double>&, void*);
-template void structured_features<float>(const FeatureMapArgs<float>&, void*);
-template void structured_features<double>(const FeatureMapArgs<double>&, void*);
 
 }  // namespace dlmsvdd::cuda

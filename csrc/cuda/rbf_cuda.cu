@@ -7,18 +7,6 @@
 
 namespace dlmsvdd::cuda {
 
-bool device_available() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  // Without a driver this fails (e.g. cudaErrorInsufficientDriver); clear it so
-  // that a later unrelated error check does not pick it up.
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return count > 0;
-}
-
 template <typename T>
 void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args, void* stream) {
   gpu::launch_rbf_matvec(problem, args, static_cast<cudaStream_t>(stream));

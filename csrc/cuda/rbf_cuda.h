@@ -2,12 +2,9 @@
 // the CPU through the emulation layer (csrc/emu), which is how the kernels'
 // logic is tested on machines without a GPU.
 #pragma once
-#include "common/params.h"
+#include "common/rbf_params.h"
 
 namespace dlmsvdd::cuda {
-
-// True when the build has CUDA and a device is present (no CUDA call at import).
-bool device_available();
 
 // Device pointers; work is queued on `stream` (a cudaStream_t). out is overwritten.
 template <typename T>

@@ -14,8 +14,8 @@
 #pragma once
 #include <cstdint>
 
-#include "common/params.h"
 #include "common/rbf_math.h"
+#include "common/rbf_params.h"
 #include "cuda/launch.h"
 
 namespace dlmsvdd::gpu {

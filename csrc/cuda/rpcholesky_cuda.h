@@ -1,7 +1,7 @@
 // Entry points of RPCholesky on CUDA (cuda/rpcholesky_kernels.cuh), and of the
 // same code run on the CPU through the emulation layer (csrc/emu), which is how
 // its kernels are tested without a GPU. The algorithm and its host-side driver:
-// common/rpcholesky_params.h.
+// common/rpcholesky_driver.h.
 #pragma once
 #include <cstddef>
 #include <cstdint>

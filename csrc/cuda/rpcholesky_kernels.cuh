@@ -1,4 +1,4 @@
-// RPCholesky on CUDA: the device engine of common/rpcholesky_params.h's driver
+// RPCholesky on CUDA: the device engine of common/rpcholesky_driver.h's driver
 // and its kernels, written once for nvcc (cuda/rpcholesky_cuda.cu) and for the
 // CPU emulation (emu/rpcholesky_emulated.cpp). Keep the kernels to what
 // emu/cuda_emulation.h can run.
@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "common/params.h"
-#include "common/rpcholesky_params.h"
+#include "common/rbf_params.h"
+#include "common/rpcholesky_driver.h"
+#include "common/rpcholesky_engine.h"
 #include "cuda/dual_kernels.cuh"  // copy_to_host, rbf_gram_on_device
 #include "cuda/launch.h"
 

@@ -201,11 +201,19 @@ def _preset(args):
 
 
 def _sweep(args) -> int:
-    records = _preset(args).run(args.output, engine=args.engine, workers=args.workers, threads=args.threads,
-                                address=args.address, cpus_per_task=args.cpus_per_task,
-                                gpus_per_task=args.gpus_per_task, progress=args.verbose > 0)
+    from .experiments.sweep import free_folder
+
+    preset = _preset(args)
+    folder = Path(args.output)
+    if args.new_folder:
+        folder = free_folder(folder, preset.tasks())
+        if folder != Path(args.output):
+            print(f"{args.output} holds results of other settings: this sweep runs in {folder}")
+    records = preset.run(folder, engine=args.engine, workers=args.workers, threads=args.threads,
+                         address=args.address, cpus_per_task=args.cpus_per_task,
+                         gpus_per_task=args.gpus_per_task, progress=args.verbose > 0)
     status = {s: sum(r["status"] == s for r in records) for s in ("done", "failed", "missing")}
-    print(f"sweep {args.output}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
+    print(f"sweep {folder}: {status['done']} done, {status['failed']} failed, {status['missing']} missing")
     for r in records:
         if r["status"] == "failed":
             print(f"  failed: {r['task']}: {r['error']}")
@@ -273,8 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("grid", nargs="?", help="YAML file with 'base' (config values) and 'grid' (field: list of values)")
     _add_preset_flags(w, "--preset")
     w.add_argument("--output", required=True, help="sweep folder; one sub-folder per task")
+    w.add_argument("--new-folder", action="store_true",
+                   help="if --output holds results of other settings, run into the first free OUTPUT-2, "
+                        "OUTPUT-3, ... (default: refuse)")
     w.add_argument("--engine", default="local", help="local (default) or ray")
-    w.add_argument("--workers", type=int, default=1, help="worker processes for the local engine")
+    w.add_argument("--workers", type=int, default=1,
+                   help="local engine: tasks run at once, each in a process of its own (default 1: in this one)")
     w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
     w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
                                      "default: start a local Ray instance")

@@ -1,6 +1,4 @@
-// The CPU FWHT and the feature maps built on it, for one instruction set;
-// CMakeLists.txt sets this file's flags.
+// The CPU FWHT for one instruction set; CMakeLists.txt sets this file's flags.
 #define DLMSVDD_ISA_NS isa_generic
 #define DLMSVDD_VEC_BYTES 16
 #include "cpu/fwht_impl.h"
-#include "cpu/feature_map_impl.h"

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from .sweep import Sweep, collect, run_sweep
+from . import run_outputs
+from .sweep import Sweep, check_unique, collect_tasks, run_tasks
 
 # What every preset changes to run on digits: the small CNN from scratch with its default
 # recipe, as the demo, for 10 epochs.
@@ -40,9 +41,7 @@ class Preset:
 
     def __post_init__(self):
         self.sweeps()  # checks every configuration now, before anything runs
-        names = [name for name, _ in self.tasks()]
-        if len(names) != len(set(names)):
-            raise ValueError(f"preset {self.name!r}: two parts give the same task; make the parts disjoint")
+        check_unique(self.tasks(), f"preset {self.name!r}")
 
     def sweeps(self) -> list[Sweep]:
         return [Sweep(self.base, {**self.grid, **part}) for part in self.parts]
@@ -70,15 +69,16 @@ class Preset:
         return {"description": self.description, "base": self.base, "grid": self.grid, "parts": self.parts}
 
     def run(self, folder, **options) -> list[dict]:
-        """Runs every part into ``folder`` (``run_sweep``'s options); writes the
-        resolved preset to ``folder/preset.yaml``; returns every task's record."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "preset.yaml").write_text(yaml.safe_dump({"name": self.name, **self.to_dict()}, sort_keys=False))
-        return [record for sweep in self.sweeps() for record in run_sweep(sweep, folder, **options)]
+        """Runs every part's unfinished tasks into ``folder`` (``run_tasks``'
+        options); writes the resolved preset to ``folder/preset.yaml`` once the
+        folder's records were checked; returns every task's record."""
+        def write_preset(folder: Path) -> None:
+            run_outputs.write_yaml(folder / "preset.yaml", {"name": self.name, **self.to_dict()})
+
+        return run_tasks(self.tasks(), folder, prepare=write_preset, **options)
 
     def collect(self, folder) -> list[dict]:
-        return [record for sweep in self.sweeps() for record in collect(sweep, folder)]
+        return collect_tasks(self.tasks(), folder)
 
     @classmethod
     def from_sweep(cls, sweep: Sweep, name: str = "sweep") -> "Preset":

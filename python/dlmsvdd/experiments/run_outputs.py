@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -12,14 +14,37 @@ import numpy as np
 from .plotting import pyplot
 
 
+def write_atomic(path, text: str) -> None:
+    """Writes ``path`` whole or not at all: into a temporary file beside it,
+    flushed to the disk, then renamed over it. A full disk or a kill mid-write
+    leaves the previous file (or none), never a truncated one."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666: the umask applies, as for open()
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)  # the rename itself reaches the disk with the folder's entry
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
 def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, default=float) + "\n")
 
 
 def write_yaml(path: Path, data: dict) -> None:
     import yaml
 
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 def attach_log(folder: Path) -> logging.Handler:

@@ -19,12 +19,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from . import sweep_folder
+
+log = logging.getLogger("dlmsvdd")
 TASK_AXES = ("data", "normal_class", "seed", "ratio", "rho")
 NOT_METHOD = TASK_AXES + ("output", "verbose", "device", "num_workers", "root", "split_dir", "extra")
 # ImageNet-LT's groups by the normal class's number of training images (the pool, before the validation split)
@@ -35,11 +39,19 @@ SHOT_GROUPS = (("many", 101, math.inf), ("medium", 20, 100), ("few", 0, 19))
 
 def load_records(folder) -> list[dict]:
     """The records of a sweep folder's finished tasks (``*/result.json``), in task-name
-    order, each with its ``name`` (the folder's, also the record's "task")."""
-    paths = sorted(Path(folder).glob("*/result.json"))
-    if not paths:
-        raise ValueError(f"{folder}: no finished tasks (no */result.json)")
-    records = [{**json.loads(p.read_text()), "name": p.parent.name} for p in paths]
+    order, each with its ``name`` (the folder's, also the record's "task"). A file
+    that is not a whole record (empty, truncated) is skipped with a warning naming it."""
+    records, skipped = [], []
+    for path in sorted(Path(folder).glob(f"*/{sweep_folder.RESULT}")):
+        record, problem = sweep_folder.read(path)
+        if record is None:
+            log.warning("%s: skipped, %s; a re-run of the sweep runs this task again", path, problem)
+            skipped.append(f"{path} ({problem})")
+        else:
+            records.append({**record, "name": path.parent.name})
+    if not records:
+        raise ValueError(f"{folder}: no finished tasks (no readable */result.json"
+                         + (f"; skipped {', '.join(skipped)})" if skipped else ")"))
     for r in records:  # sweeps run before 'task_summary' had the summary under 'task'
         if "task_summary" not in r and isinstance(r.get("task"), dict):
             r["task_summary"] = r["task"]

@@ -1,12 +1,12 @@
 // Picks the best instruction set the running CPU supports (or the one named
-// by DLMSVDD_CPU_ISA, or set by tests) and forwards to its kernels.
+// by DLMSVDD_CPU_ISA, or set by tests) for the kernels of every op.
+#include "cpu/isa_dispatch.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
-
-#include "cpu/rbf_cpu.h"
 
 namespace dlmsvdd::cpu {
 
@@ -49,34 +49,5 @@ void set_active_isa(Isa isa) {
     throw std::invalid_argument(std::string("this CPU does not support ") + isa_name(isa));
   g_isa.store(static_cast<int>(isa));
 }
-
-#define DLMSVDD_DISPATCH(fn, ...)                              \
-  switch (active_isa()) {                                      \
-    case Isa::avx512: return isa_avx512::fn(__VA_ARGS__);      \
-    case Isa::avx2: return isa_avx2::fn(__VA_ARGS__);          \
-    default: return isa_generic::fn(__VA_ARGS__);              \
-  }
-
-template <typename T>
-void rbf_matvec(const RbfProblem<T>& problem, const MatvecArgs<T>& args) {
-  DLMSVDD_DISPATCH(rbf_matvec<T>, problem, args)
-}
-
-template <typename T>
-void rbf_gram(const RbfProblem<T>& problem, const GramArgs<T>& args) {
-  DLMSVDD_DISPATCH(rbf_gram<T>, problem, args)
-}
-
-template <typename T>
-std::unique_ptr<FeatureGram<T>> feature_gram(const RbfProblem<T>& x) {
-  DLMSVDD_DISPATCH(feature_gram<T>, x)
-}
-
-template void rbf_matvec<float>(const RbfProblem<float>&, const MatvecArgs<float>&);
-template void rbf_matvec<double>(const RbfProblem<double>&, const MatvecArgs<double>&);
-template void rbf_gram<float>(const RbfProblem<float>&, const GramArgs<float>&);
-template void rbf_gram<double>(const RbfProblem<double>&, const GramArgs<double>&);
-template std::unique_ptr<FeatureGram<float>> feature_gram<float>(const RbfProblem<float>&);
-template std::unique_ptr<FeatureGram<double>> feature_gram<double>(const RbfProblem<double>&);
 
 }  // namespace dlmsvdd::cpu

@@ -1,4 +1,4 @@
-// Plain parameter structs shared by the C++ and CUDA kernels.
+// The RBF kernels' plain parameter structs, shared by the C++ and CUDA kernels.
 // Kernels see only these: raw pointers, sizes, leading dimensions, a stream.
 #pragma once
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "dlpack_bridge.h"
+#include "bindings/dlpack_bridge.h"
 
 #include <stdexcept>
 

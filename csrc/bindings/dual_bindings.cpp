@@ -1,0 +1,225 @@
+// The large-margin lp-SVDD dual's bindings: the oracle pass, the compiled
+// Frank-Wolfe loops over kernel columns, and pairwise Frank-Wolfe's line search.
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bindings/checks.h"
+#include "bindings/dlpack_bridge.h"
+#include "bindings/module.h"
+#include "bindings/routing.h"
+#include "common/column_cache.h"
+#include "common/dual_fw_loop.h"
+#include "common/dual_math.h"
+#include "cpu/dual_cpu.h"
+#include "cuda/dual_cuda.h"
+
+namespace dlmsvdd::bindings {
+
+namespace {
+
+template <typename T>
+DualCoefs<T> coefs_from(const py::dict& d) {
+  DualCoefs<T> c;
+  c.q = d["q"].cast<T>();
+  c.pen_normal = d["pen_normal"].cast<T>();
+  c.pen_anomaly = d["pen_anomaly"].cast<T>();
+  c.mu_normal = d["mu_normal"].cast<T>();
+  c.mu_anomaly = d["mu_anomaly"].cast<T>();
+  return c;
+}
+
+// alpha, Ka and t: 1-D, same length, dtype and device, unit stride; where they
+// run; and the scratch of the CUDA (or emulated) oracle, which the CPU
+// routines do not need.
+struct DualState {
+  ArrayView alpha, ka, t, workspace;
+  Backend backend = Backend::cpu;
+  int64_t stream = 0;
+
+  bool on_cpu() const { return backend == Backend::cpu; }
+};
+
+DualState dual_state(py::handle alpha, py::handle ka, py::handle t, py::handle workspace, bool cuda_emulation,
+                     int64_t stream) {
+  DualState s{view_array(alpha, "alpha", 1, 1, stream), view_array(ka, "Ka", 1, 1, stream),
+              view_array(t, "t", 1, 1, stream), ArrayView{}, Backend::cpu, stream};
+  for (const ArrayView* a : {&s.ka, &s.t}) require_same(s.alpha, *a);
+  for (const ArrayView* a : {&s.alpha, &s.ka, &s.t}) {
+    if (a->rows != s.alpha.rows) fail(a->name + ": length " + std::to_string(a->rows) + " differs from alpha's");
+    if (a->rows > 1 && a->ld != 1) fail(a->name + ": must be contiguous");
+  }
+  s.backend = backend_for(s.alpha, cuda_emulation);
+  if (s.on_cpu()) return s;
+  s.workspace = device_workspace(workspace, s.alpha, dual_oracle_workspace_bytes(s.alpha.rows),
+                                 "dual_oracle_workspace_bytes(n)", stream);
+  require_writable(s.workspace, {&s.alpha, &s.ka, &s.t});
+  return s;
+}
+
+template <typename T>
+py::dict oracle_dict(const OracleResult<T>& r, const DualCoefs<T>& c) {
+  py::dict d;
+  d["fw_normal"] = r.fw_normal;
+  d["fw_anomaly"] = r.fw_anomaly;
+  d["away_normal"] = r.away_normal;
+  d["away_anomaly"] = r.away_anomaly;
+  d["g_fw_normal"] = double(r.g_fw_normal);
+  d["g_fw_anomaly"] = double(r.g_fw_anomaly);
+  d["g_away_normal"] = double(r.g_away_normal);
+  d["g_away_anomaly"] = double(r.g_away_anomaly);
+  d["alpha_dot_g"] = r.alpha_dot_g;
+  d["quadratic"] = r.quadratic;
+  d["penalty"] = r.penalty;
+  d["objective"] = r.objective();
+  d["gap"] = r.gap(c);
+  return d;
+}
+
+template <typename T>
+py::dict dual_oracle_typed(const DualState& s, const py::dict& coefs) {
+  const DualCoefs<T> c = coefs_from<T>(coefs);
+  const T *alpha = s.alpha.ptr<T>(), *ka = s.ka.ptr<T>(), *t = s.t.ptr<T>();
+  const int64_t n = s.alpha.rows;
+  OracleResult<T> r;
+  {
+    py::gil_scoped_release release;
+    r = route(s.backend, [&] { return cpu::dual_oracle<T>(alpha, ka, t, n, c); },
+              [&] { return emulated::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data); },
+              [&] { return cuda::dual_oracle<T>(alpha, ka, t, n, c, s.workspace.data, cuda_stream(s.stream)); });
+  }
+  return oracle_dict(r, c);
+}
+
+py::dict dual_oracle(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, py::handle workspace,
+                     bool cuda_emulation, int64_t stream) {
+  const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
+  return s.alpha.dtype == DType::float32 ? dual_oracle_typed<float>(s, coefs) : dual_oracle_typed<double>(s, coefs);
+}
+
+// Kernel columns from `source` on the state's device (and back end).
+template <typename T>
+std::unique_ptr<ColumnSource<T>> column_source(const DualState& s, const std::string& source, py::handle matrix,
+                                               double gamma, py::handle cache) {
+  const int64_t n = s.alpha.rows;
+  if (source != "dense" && source != "features" && source != "factor")
+    fail("source must be 'dense', 'features' or 'factor', got '" + source + "'");
+  const ArrayView m = view_array(matrix, source == "dense" ? "K" : source == "features" ? "X" : "Z", 2, 2, s.stream);
+  require_same(s.alpha, m);
+  if (m.rows != n) fail(m.name + ": has " + std::to_string(m.rows) + " rows, alpha has " + std::to_string(n));
+  if (source == "dense") {
+    if (m.cols != n) fail("K must be square");
+    return std::make_unique<DenseColumns<T>>(m.ptr<T>(), m.ld);
+  }
+  const ArrayView store = view_array(cache, "cache", 2, 2, s.stream);
+  require_same(s.alpha, store);
+  require_writable(store, {&s.alpha, &s.ka, &m});
+  if (store.rows < 2 || store.cols != n || (store.rows > 1 && store.ld != n))
+    fail("cache must be a contiguous (slots >= 2, n) array");
+  const bool features = source == "features";
+  if (features && !(gamma > 0)) fail("gamma must be positive");
+  T* storage = store.ptr<T>();
+  const int64_t slots = store.rows;
+  const T* rows = m.ptr<T>();  // X or Z
+  using Columns = std::unique_ptr<ColumnSource<T>>;
+  return route(
+      s.backend,
+      [&]() -> Columns {
+        if (features) return std::make_unique<cpu::FeatureColumns<T>>(storage, slots, rows, m.ld, n, m.cols, T(gamma));
+        return std::make_unique<cpu::FactorColumns<T>>(storage, slots, rows, m.ld, n, m.cols);
+      },
+      [&]() -> Columns {
+        return features ? emulated::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma))
+                        : emulated::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols);
+      },
+      [&]() -> Columns {
+        void* const stream = cuda_stream(s.stream);
+        return features ? cuda::feature_columns<T>(storage, slots, rows, m.ld, n, m.cols, T(gamma), stream)
+                        : cuda::factor_columns<T>(storage, slots, rows, m.ld, n, m.cols, stream);
+      });
+}
+
+template <typename T>
+py::dict fw_solve_typed(const DualState& s, const py::dict& coefs, const std::string& method, int64_t max_iter,
+                        double tol, int64_t step_offset, const ArrayView& hist_obj, const ArrayView& hist_gap,
+                        const std::string& source, py::handle matrix, double gamma, py::handle cache) {
+  FwOptions o;
+  if (method == "vanilla") o.method = FwMethod::vanilla;
+  else if (method == "pairwise") o.method = FwMethod::pairwise;
+  else fail("method must be 'vanilla' or 'pairwise', got '" + method + "'");
+  o.max_iter = max_iter;
+  o.tol = tol;
+  o.step_offset = step_offset;
+  const std::unique_ptr<ColumnSource<T>> columns = column_source<T>(s, source, matrix, gamma, cache);
+  const DualCoefs<T> c = coefs_from<T>(coefs);  // reads Python objects: before releasing the GIL
+  T *alpha = s.alpha.ptr<T>(), *ka = s.ka.ptr<T>();
+  const T* t = s.t.ptr<T>();
+  const int64_t n = s.alpha.rows;
+  double *ho = hist_obj.ptr<double>(), *hg = hist_gap.ptr<double>();
+  FwReport rep;
+  {
+    py::gil_scoped_release release;
+    rep = route(
+        s.backend, [&] { return cpu::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg); },
+        [&] { return emulated::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data); },
+        [&] {
+          return cuda::fw_solve<T>(*columns, alpha, ka, t, n, c, o, ho, hg, s.workspace.data, cuda_stream(s.stream));
+        });
+  }
+  py::dict d;
+  d["n_iter"] = rep.n_iter;
+  d["converged"] = rep.converged;
+  if (auto* cached = dynamic_cast<CachedColumns<T>*>(columns.get())) {
+    d["cache_hits"] = cached->hits();
+    d["cache_misses"] = cached->misses();
+  }
+  return d;
+}
+
+py::dict fw_solve(py::handle alpha, py::handle ka, py::handle t, const py::dict& coefs, const std::string& method,
+                  int64_t max_iter, double tol, int64_t step_offset, py::handle history_objective,
+                  py::handle history_gap, const std::string& source, py::handle matrix, double gamma,
+                  py::handle cache, py::handle workspace, bool cuda_emulation, int64_t stream) {
+  const DualState s = dual_state(alpha, ka, t, workspace, cuda_emulation, stream);
+  const ArrayView ho = view_array(history_objective, "history_objective", 1, 1);
+  const ArrayView hg = view_array(history_gap, "history_gap", 1, 1);
+  for (const ArrayView* h : {&ho, &hg}) {
+    if (h->dtype != DType::float64 || h->device != Device::cpu || h->rows < max_iter + 1 || (h->rows > 1 && h->ld != 1))
+      fail(h->name + ": must be a contiguous float64 CPU array of at least max_iter + 1 entries");
+    require_writable(*h, {&s.alpha});
+  }
+  if (max_iter < 0) fail("max_iter must be >= 0");
+  return s.alpha.dtype == DType::float32
+             ? fw_solve_typed<float>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache)
+             : fw_solve_typed<double>(s, coefs, method, max_iter, tol, step_offset, ho, hg, source, matrix, gamma, cache);
+}
+
+}  // namespace
+
+void bind_dual(py::module_& m) {
+  m.def("dual_oracle", &dual_oracle, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"),
+        py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false, py::arg("stream") = 0,
+        "One pass over the dual: objective, Frank-Wolfe gap, linear oracle and away atoms.");
+  m.def("fw_solve", &fw_solve, py::arg("alpha"), py::arg("Ka"), py::arg("t"), py::arg("coefs"), py::arg("method"),
+        py::arg("max_iter"), py::arg("tol"), py::arg("step_offset"), py::arg("history_objective"),
+        py::arg("history_gap"), py::arg("source"), py::arg("matrix"), py::arg("gamma") = 0.0,
+        py::arg("cache") = py::none(), py::arg("workspace") = py::none(), py::arg("cuda_emulation") = false,
+        py::arg("stream") = 0, "Frank-Wolfe (vanilla or pairwise) in place on alpha and Ka.");
+  m.def("pairwise_step",
+        [](double g_s, double g_a, double alpha_s, double alpha_a, double curvature, double pen, double q) {
+          return pairwise_step<double>(g_s, g_a, alpha_s, alpha_a, curvature, pen, q);
+        },
+        py::arg("g_s"), py::arg("g_a"), py::arg("alpha_s"), py::arg("alpha_a"), py::arg("curvature"),
+        py::arg("pen"), py::arg("q"),
+        "Pairwise Frank-Wolfe's exact line search (the compiled loop's own), for loops driven from Python.");
+  m.def("dual_oracle_workspace_bytes",
+        [](int64_t n) {
+          if (n < 0) fail("n must be >= 0, got " + std::to_string(n));
+          return dual_oracle_workspace_bytes(n);
+        },
+        py::arg("n"), "Bytes of scratch the CUDA (and emulated) dual oracle needs for n samples.");
+}
+
+}  // namespace dlmsvdd::bindings

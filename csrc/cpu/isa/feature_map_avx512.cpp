@@ -1,0 +1,5 @@
+// The CPU structured feature maps for one instruction set; CMakeLists.txt sets
+// this file's flags.
+#define DLMSVDD_ISA_NS isa_avx512
+#define DLMSVDD_VEC_BYTES 64
+#include "cpu/feature_map_impl.h"
