@@ -76,18 +76,20 @@ def test_reconstruction_target_pools_large_images():
 
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
-    assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "autoencoder"}
-    assert TrainConfig().validate().training_params() == {"recipe": "paper", "lr": 1e-4, "pretrain": "none"}
+    assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "autoencoder",
+                                         "selection_rule": "latest"}
+    paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best"}
+    assert TrainConfig().validate().training_params() == paper
     assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
-    paper = TrainConfig(backbone="small_cnn", weights=None, recipe="paper")
-    assert paper.training_params() == {"recipe": "paper", "lr": 1e-4, "pretrain": "none"}
-    given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="batchnorm").training_params()
-    assert given == {"recipe": "scratch", "lr": 0.01, "pretrain": "batchnorm"}
+    assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == paper
+    given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="batchnorm", selection_rule="best")
+    assert given.training_params() == {"recipe": "scratch", "lr": 0.01, "pretrain": "batchnorm", "selection_rule": "best"}
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
                                  ).training_params()["recipe"] == "paper"
     for bad, match in ((dict(recipe="fast"), "recipe must be"), (dict(pretrain="simclr"), "pretrain must be one of"),
-                       (dict(pretrain_steps=-1), "pretrain_steps must be"), (dict(lr=0.0), "lr, batch_size")):
+                       (dict(pretrain_steps=-1), "pretrain_steps must be"), (dict(lr=0.0), "lr, batch_size"),
+                       (dict(selection_rule="first"), "selection_rule must be one of")):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad).validate()
 

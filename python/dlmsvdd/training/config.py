@@ -11,13 +11,16 @@ from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
 from .models import BACKBONES
+from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
-# pretrained weights) and the one for a backbone trained from scratch, which starts from an
-# autoencoder on the task's own training images (as Deep SAD does) and needs the larger step of a
-# network that starts far from a good representation (README, "From scratch").
-RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none"}, "scratch": {"lr": 1e-3, "pretrain": "autoencoder"}}
+# pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
+# training images (training.pretrain), the larger step of a network that starts far from a good
+# representation, and the epoch selection that small validation sets can support
+# (training.selection). README, "When DLM-SVDD helps".
+RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best"},
+           "scratch": {"lr": 1e-3, "pretrain": "autoencoder", "selection_rule": "latest"}}
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")
@@ -62,6 +65,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     softplus_power: float = 1.0
     selection: str = "auroc"  # validation metric for the best epoch
+    selection_rule: str | None = None  # "best" or "latest" (training.selection); None: the recipe's
     # the run
     seed: int = 0
     device: str = "auto"
@@ -94,6 +98,8 @@ class TrainConfig:
         need(isinstance(self.pretrain_steps, int) and not isinstance(self.pretrain_steps, bool)
              and self.pretrain_steps >= 0, f"pretrain_steps must be a whole number >= 0, got {self.pretrain_steps!r}")
         need(self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        need(self.selection_rule is None or self.selection_rule in RULES,
+             f"selection_rule must be one of {RULES} (or None: the recipe's), got {self.selection_rule!r}")
         need(self.softplus_power > 0, f"softplus_power must be positive, got {self.softplus_power}")
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
         boundary_params.check(self.boundary_params(), names=self.BOUNDARY_NAMES)
@@ -109,7 +115,7 @@ class TrainConfig:
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
     def training_params(self) -> dict:
-        """The recipe, lr and pretrain as the run uses them: the values given, else the recipe's.
+        """The recipe, lr, pretrain and selection_rule as the run uses them: the values given, else the recipe's.
         Resolved when used, not stored, so that a changed backbone or weights changes them."""
         recipe = self.recipe
         if recipe == "auto":

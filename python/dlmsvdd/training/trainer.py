@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
-from . import memory, metrics, parallel, pretrain
+from . import memory, metrics, parallel, pretrain, selection
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
@@ -124,7 +124,8 @@ class DLMSVDD:
             return {}
         threshold = metrics.best_threshold(t_val, f_val)
         return {"val_auroc": metrics.auroc(t_val, f_val),
-                "val_balanced_accuracy": metrics.balanced_accuracy(t_val, f_val, threshold)}
+                "val_balanced_accuracy": metrics.balanced_accuracy(t_val, f_val, threshold),
+                "val_n_anomalous": int((t_val < 0).sum())}
 
     @staticmethod
     def _alpha_record(svdd: LpSVDD) -> dict:
@@ -211,7 +212,7 @@ class DLMSVDD:
         optimizer = None if cfg.frozen else torch.optim.Adam(
             self.network_.parameters(), lr=recipe["lr"], weight_decay=cfg.weight_decay)
         epochs = 0 if cfg.frozen else cfg.epochs
-        best = (-np.inf, 0, None)
+        kept = selection.EpochSelection(recipe["selection_rule"], cfg.selection)
         self.history_ = []
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
         bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=quiet)
@@ -222,11 +223,8 @@ class DLMSVDD:
             svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
             row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
                    "seconds_alpha": time.perf_counter() - t_features}
-            row.update(self._validate(val))  # 5. validation
-            # without both classes in validation there is no metric: the last epoch is kept
-            key = row.get(f"val_{cfg.selection}", epoch)
-            if key >= best[0]:  # ties go to the later, more trained epoch (small validation sets tie often)
-                best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
+            row.update(self._validate(val))  # 5. validation and the selection's snapshot
+            kept.offer(epoch, row, lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
                 batch_losses = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
@@ -236,8 +234,8 @@ class DLMSVDD:
             self.history_.append(row)
             bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
-        self.best_epoch_ = best[1]
-        self.network_.load_state_dict(best[2])
+        self.best_epoch_ = kept.epoch
+        self.network_.load_state_dict(kept.state)
         self._refit(train, val)
         return self
 
