@@ -76,14 +76,15 @@ def test_reconstruction_target_pools_large_images():
 
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
-    assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "autoencoder",
+    assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm",
                                          "selection_rule": "latest"}
     paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best"}
     assert TrainConfig().validate().training_params() == paper
     assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
     assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == paper
-    given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="batchnorm", selection_rule="best")
-    assert given.training_params() == {"recipe": "scratch", "lr": 0.01, "pretrain": "batchnorm", "selection_rule": "best"}
+    given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best")
+    assert given.training_params() == {"recipe": "scratch", "lr": 0.01, "pretrain": "autoencoder",
+                                       "selection_rule": "best"}
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
                                  ).training_params()["recipe"] == "paper"
@@ -99,9 +100,13 @@ def _fit(task, **kw):
     return DLMSVDD(config).fit(task.train, task.val)
 
 
-def test_default_from_scratch_pretrains_and_the_paper_recipe_does_not(task):
-    assert len(_fit(task, pretrain_steps=5).pretrain_losses_) == 5
-    assert _fit(task, pretrain="batchnorm").pretrain_losses_ == []
+def test_the_autoencoder_runs_its_steps_and_the_paper_recipe_no_step_0(task):
+    model = _fit(task, pretrain="autoencoder", pretrain_steps=5)
+    assert len(model.pretrain_losses_) == 5
+    # then the statistics: the first BatchNorm layer's are the training images' (as the default's)
+    mean, _ = _first_bn_reference(model.network_.backbone, _images(task.train))
+    np.testing.assert_allclose(model.network_.backbone.layers[1].running_mean.double(), mean, rtol=1e-4, atol=1e-6)
+    assert _fit(task).pretrain_losses_ == []
     paper = _fit(task, recipe="paper")
     assert paper.pretrain_losses_ == []
     bn = paper.network_.backbone.layers[1]  # the paper's path as before: BatchNorm untouched

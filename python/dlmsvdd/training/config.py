@@ -20,7 +20,7 @@ SELECTIONS = ("auroc", "balanced_accuracy")
 # representation, and the epoch selection that small validation sets can support
 # (training.selection). README, "When DLM-SVDD helps".
 RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best"},
-           "scratch": {"lr": 1e-3, "pretrain": "autoencoder", "selection_rule": "latest"}}
+           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest"}}
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")
@@ -45,7 +45,7 @@ class TrainConfig:
     # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
     recipe: str = "auto"
     pretrain: str | None = None  # step 0 before the first epoch: one of PRETRAINS; None: the recipe's
-    pretrain_steps: int = 100  # of the autoencoder
+    pretrain_steps: int = 100  # of the autoencoder (pretrain="autoencoder")
     # the boundary (alpha-step)
     backend: str = "exact"
     n_components: int = 1024

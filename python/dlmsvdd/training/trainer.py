@@ -150,9 +150,9 @@ class DLMSVDD:
 
     def _pretrain(self, train: Dataset, augmented: Dataset, kind: str, lr: float) -> list[float]:
         """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
-        autoencoder on the augmented training images, then the BatchNorm statistics
-        on the training images as the features pass sees them. Every process runs
-        it on all of them (DDP then starts all from rank 0's weights)."""
+        autoencoder on the augmented training images if asked for, then the
+        BatchNorm statistics on the training images as the features pass sees them.
+        Every process runs it on all of them (DDP then starts all from rank 0's weights)."""
         losses = []
         if kind == "autoencoder":
             cfg = self.config
