@@ -6,7 +6,32 @@
 """
 
 from ._version import __version__
-from . import _C, ops  # noqa: E402
+
+
+def _import_compiled():
+    """The compiled module, or one line that says why it cannot be had and what to do."""
+    import importlib
+    import importlib.machinery
+    from pathlib import Path
+
+    try:
+        return importlib.import_module("._C", __name__)
+    except ImportError as err:
+        here = Path(__file__).parent
+        built = [p.name for p in here.iterdir() if p.name.startswith("_C.")
+                 and p.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))]
+        if not built:  # a source checkout first on the path: nothing is built in it
+            message = (f"dlmsvdd_ext's compiled module _C is not built in {here} (a source checkout?): install the "
+                       "package (pip install .) and import it from outside the checkout, or build _C into that "
+                       "folder (see README.md, Build options)")
+        else:
+            message = (f"dlmsvdd_ext's compiled module {built[0]} in {here} does not load ({err}): it was built "
+                       f"for another Python or platform; rebuild it (pip install .)")
+        raise ImportError(message) from None
+
+
+_C = _import_compiled()
+from . import ops  # noqa: E402
 from .svdd import LpSVDD  # noqa: E402
 
 

@@ -283,6 +283,12 @@ class _SpectralKernel(KernelBackend):
         """The features by torch operations (differentiable in x)."""
         return math.sqrt(2.0 / self.n_components) * torch.cos(self._project(x) + self.offset_)
 
+    def frequencies(self) -> torch.Tensor:
+        """Omega^T as one dense (d, m) float64 matrix W, so that the map is
+        sqrt(2/m) cos(x W + offset_) by a plain matrix product (what an exported
+        scorer runs); the structured maps applied to the identity."""
+        return self._project(torch.eye(self.n_features_in_, dtype=torch.float64, device=self.offset_.device))
+
 
 class _DenseSpectral(_SpectralKernel):
     """Frequencies held as a dense m x d matrix."""
@@ -292,6 +298,9 @@ class _DenseSpectral(_SpectralKernel):
 
     def _project(self, x):
         return x @ self.omega_.T
+
+    def frequencies(self):
+        return self.omega_.T.double()
 
 
 class RFF(_DenseSpectral):

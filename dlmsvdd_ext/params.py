@@ -1,8 +1,9 @@
 """The boundary's hyper-parameters: one table of constraints, checked in one place.
 
 ``CONSTRAINTS`` is ``LpSVDD._parameter_constraints`` (scikit-learn's style and
-constraint objects); ``check`` validates a mapping of values against it with a
-message that says what is wrong and what is allowed. ``LpSVDD.fit``, the
+constraint objects); ``check`` validates a mapping of values against it (or
+against another table in the same style: the training driver's own fields)
+with a message that says what is wrong and what is allowed. ``LpSVDD.fit``, the
 dual problem and the training driver's configuration all check through here;
 the compiled binding's own checks stay as the last line of defence.
 """
@@ -50,6 +51,10 @@ def _describe(constraint) -> str:
     if isinstance(constraint, Interval):
         kind = "an integer" if constraint.type is Integral else "a number"
         left, right = constraint.left, constraint.right
+        if left is not None and right not in (None, math.inf):
+            opening = "[" if constraint.closed in ("left", "both") else "("
+            closing = "]" if constraint.closed in ("right", "both") else ")"
+            return f"{kind} in {opening}{left:g}, {right:g}{closing}"
         if left == 0 and constraint.closed in ("neither", "right"):
             return "a positive integer" if constraint.type is Integral else "a positive number"
         if right in (None, math.inf) and constraint.closed in ("left", "both"):
@@ -77,14 +82,16 @@ def _satisfied(constraint, value) -> bool:
     return constraint.is_satisfied_by(value)
 
 
-def check(values: dict, names: dict | None = None) -> None:
+def check(values: dict, names: dict | None = None, table: dict | None = None) -> None:
     """Raises ``InvalidParameterError`` (a ValueError) for the first value that
-    breaks its constraint. ``names`` renames parameters in the message (the
-    training configuration calls ``kernel`` "backend", ``tol`` "fw_tol")."""
+    breaks its constraint in ``table`` (default: ``CONSTRAINTS``). ``names``
+    renames parameters in the message (the training configuration calls
+    ``kernel`` "backend", ``tol`` "fw_tol")."""
     for key, value in values.items():
-        constraints = CONSTRAINTS[key]
+        constraints = (CONSTRAINTS if table is None else table)[key]
         if not any(_satisfied(c, value) for c in constraints):
             name = (names or {}).get(key, key)
             allowed = " or ".join(_describe(c) for c in constraints)
-            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}")
+            infinite = isinstance(value, Real) and not math.isfinite(value)
+            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}" + (" (not finite)" * infinite))
 

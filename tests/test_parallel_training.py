@@ -75,10 +75,10 @@ def test_every_train_option_has_a_spelling_torchrun_passes_on():
     """torchrun's parser rejects prefixes of its own options anywhere on the command line."""
     from torch.distributed.run import get_args_parser
 
-    from dlmsvdd.cli import FLAG_ALIASES, TRAIN_FLAGS
+    from dlmsvdd.cli import FLAG_ALIASES, SWITCHES, TRAIN_FLAGS
 
     parser = get_args_parser()
-    for flag in [*TRAIN_FLAGS, "--frozen", "--fine-labels", "--config"]:
+    for flag in [*TRAIN_FLAGS, *SWITCHES, "--config", "--resume"]:
         spellings = [flag, *FLAG_ALIASES.get(flag, ())]
         passed = []
         for spelling in spellings:

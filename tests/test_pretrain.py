@@ -79,7 +79,8 @@ def test_recipes():
     assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm",
                                          "selection_rule": "latest"}
     paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best"}
-    assert TrainConfig().validate().training_params() == paper
+    assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
+    assert TrainConfig(weights="imagenet").validate().training_params() == paper  # the paper's ResNet-50
     assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
     assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == paper
     given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best")
@@ -88,8 +89,8 @@ def test_recipes():
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
                                  ).training_params()["recipe"] == "paper"
-    for bad, match in ((dict(recipe="fast"), "recipe must be"), (dict(pretrain="simclr"), "pretrain must be one of"),
-                       (dict(pretrain_steps=-1), "pretrain_steps must be"), (dict(lr=0.0), "lr, batch_size"),
+    for bad, match in ((dict(recipe="fast"), "recipe must be one of"), (dict(pretrain="simclr"), "pretrain must be one of"),
+                       (dict(pretrain_steps=-1), "pretrain_steps must be an integer >= 0"), (dict(lr=0.0), "lr must be a positive number"),
                        (dict(selection_rule="first"), "selection_rule must be one of")):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad).validate()

@@ -19,6 +19,16 @@ def test_dlmsvdd_example(tmp_path, monkeypatch):
     assert (tmp_path / "model.pt").is_file()
 
 
+def test_array_api_example():
+    scope = {}
+    exec(_python_block("## Arrays of images: the scikit-learn and PyOD API"), scope)
+    model, X, y, held_out = scope["model"], scope["X"], scope["y"], ~scope["first"]
+    from dlmsvdd import metrics
+
+    assert metrics.auroc(y[held_out], model.dissimilarity(X[held_out])) > 0.9
+    assert model.decision_scores_.shape == (scope["train"].sum(),)
+
+
 def test_lpsvdd_example():
     scope = {}
     exec(_python_block("## LpSVDD in five lines"), scope)

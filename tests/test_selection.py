@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from dlmsvdd.training.selection import EpochSelection, tolerance
+from dlmsvdd.training.selection import START, offer, tolerance
 
 
 def _run(rule, values, n_anomalous, metric="auroc"):
-    kept = EpochSelection(rule, metric)
+    kept = START
     for epoch, value in enumerate(values):
         row = {} if value is None else {f"val_{metric}": value, "val_n_anomalous": n_anomalous}
-        kept.offer(epoch, row, lambda epoch=epoch: {"weights of epoch": epoch})
-    assert kept.state == {"weights of epoch": kept.epoch}  # the state kept is the epoch's own
-    return kept.epoch
+        kept = offer(kept, epoch, row, metric, rule, lambda epoch=epoch: {"weights of epoch": epoch})
+    assert kept[2] == {"weights of epoch": kept[1]}  # the weights kept are the epoch's own
+    return kept[1]
 
 
 def _reference(values, tol):
@@ -53,4 +53,4 @@ def test_tolerances_and_the_last_epoch_without_a_metric():
     assert tolerance("latest", "balanced_accuracy", 4) == 0.125
     assert _run("best", [None, None, None], 0) == 2  # validation without anomalies: the last epoch
     with pytest.raises(ValueError, match="selection rule must be one of"):
-        EpochSelection("median", "auroc")
+        offer(START, 0, {"val_auroc": 0.9, "val_n_anomalous": 3}, "auroc", "median", dict)

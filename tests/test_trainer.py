@@ -136,7 +136,7 @@ def test_margin_violation_loss_against_a_loop():
 def test_bad_configuration_is_refused():
     for bad, match in ((dict(p=1.0), "p must be a finite number > 1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
-                       (dict(ratio=0.0), "ratio must be in"), (dict(backbone="vgg"), "backbone must be one of")):
+                       (dict(ratio=0.0), "ratio must be a number in"), (dict(backbone="vgg"), "backbone must be one of")):
         with pytest.raises(ValueError, match=match):
             DLMSVDD(_config(**bad))
     with pytest.raises(ValueError, match="unknown configuration keys"):

@@ -1,11 +1,28 @@
-"""The `dlmsvdd` command."""
+"""The `dlmsvdd` command.
+
+Mistakes (a bad value, a missing file, a device this machine lacks, a missing
+optional package) end with `dlmsvdd <command>: error: ...` and exit code 2,
+without a traceback unless `--verbose 2`; Ctrl-C ends with exit code 130.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import functools
+import io
 import json
 import sys
 from pathlib import Path
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows each option's default, except where there is none (None, a flag off)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -18,76 +35,111 @@ def _size(text: str) -> tuple[int, int]:
     return n, d
 
 
+def _output_file(path: str | None, flag: str) -> Path | None:
+    """A file the command will write: refused now, before any work, when it
+    cannot be (a folder, a missing folder)."""
+    if path is None:
+        return None
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{flag} {path!r} is a folder; give a file name")
+    if not out.parent.is_dir():
+        raise ValueError(f"{flag} {path!r}: the folder {str(out.parent)!r} does not exist")
+    return out
+
+
+def _write(out: Path, text: str, flag: str) -> None:
+    try:
+        out.write_text(text)
+    except OSError as err:
+        raise ValueError(f"cannot write {flag} {str(out)!r}: {err.strerror or err}") from None
+
+
 def _bench(args) -> int:
     from .experiments import kernel_bench
 
+    out = _output_file(args.json, "--json")
     rows = kernel_bench.run(args.size or [(4000, 512), (6000, 2048), (20000, 64)], rounds=args.rounds)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    if out is not None:
+        _write(out, json.dumps(rows, indent=2), "--json")
     return 0
 
 
-def _gamma(text: str):
-    """A number as a float, a strategy name as it is (the configuration checks both)."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-# flag -> (config field, type, help); every flag overrides the --config file
+# flag -> (config field, help); every flag overrides the --config file. The values
+# are typed as the field (TrainConfig's typed) and checked with the whole configuration.
 TRAIN_FLAGS = {
-    "--data": ("data", str, "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder"),
-    "--root": ("root", str, "data root (torchvision layout; ImageNet root for imagenet_lt)"),
-    "--split-dir": ("split_dir", str, "folder of ImageNet_LT_{train,test}.txt (default: root)"),
-    "--normal-class": ("normal_class", int, "the normal class (index)"),
-    "--ratio": ("ratio", float, "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
-    "--rho": ("rho", float, "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
-    "--backbone": ("backbone", str, "small_cnn, resnet18 or resnet50"),
-    "--weights": ("weights", str, "imagenet (local torch cache), a state-dict file, or none"),
-    "--image-size": ("image_size", int, "resize images to this size"),
-    "--backend": ("backend", str, "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
-    "--n-components": ("n_components", int, "approximation budget m (alias --m, but not under torchrun)"),
-    "--p": ("p", float, "slack exponent p > 1 (under torchrun spell it --slack-p)"),
-    "--nu": ("nu", float, "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
-    "--gamma": ("gamma", _gamma, "median (once, from the initial features), per-epoch, or a value"),
-    "--solver": ("solver", str, "apg, pairwise or paper"),
-    "--epochs": ("epochs", int, "alternating epochs"),
-    "--recipe": ("recipe", str, "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, lr 1e-3, "
-                 "latest epoch); auto: scratch for a built-in backbone without weights"),
-    "--pretrain": ("pretrain", str, "step 0 before the first epoch: none, batchnorm or autoencoder"),
-    "--pretrain-steps": ("pretrain_steps", int, "autoencoder steps"),
-    "--lr": ("lr", float, "Adam learning rate (default: the recipe's)"),
-    "--weight-decay": ("weight_decay", float, "Adam weight decay"),
-    "--batch-size": ("batch_size", int, "mini-batch size"),
-    "--selection": ("selection", str, "validation metric for the best epoch: auroc or balanced_accuracy"),
-    "--selection-rule": ("selection_rule", str, "best, or latest (within one validation anomaly of the best)"),
-    "--seed": ("seed", int, "seed of every random draw"),
-    "--device": ("device", str, "auto, cpu, cuda or cuda:N"),
-    "--num-workers": ("num_workers", int, "data-loader worker processes"),
-    "--output": ("output", str, "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
-    "--verbose": ("verbose", int, "0 quiet, 1 epoch bar, 2 batch bars too"),
+    "--data": ("data", "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder"),
+    "--root": ("root", "data root (torchvision layout; ImageNet root for imagenet_lt)"),
+    "--split-dir": ("split_dir", "folder of ImageNet_LT_{train,test}.txt (default: root)"),
+    "--normal-class": ("normal_class", "the normal class (index)"),
+    "--ratio": ("ratio", "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
+    "--rho": ("rho", "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
+    "--backbone": ("backbone", "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
+                               "resnet50 with them"),
+    "--weights": ("weights", "imagenet (local torch cache; the paper's), a state-dict file, or none "
+                             "(the default)"),
+    "--image-size": ("image_size", "resize images to this size"),
+    "--backend": ("backend", "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
+    "--n-components": ("n_components", "approximation budget m (alias --m, but not under torchrun)"),
+    "--p": ("p", "slack exponent p > 1 (under torchrun spell it --slack-p)"),
+    "--nu": ("nu", "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
+    "--gamma": ("gamma", "median (once, from the initial features), per-epoch, or a value"),
+    "--solver": ("solver", "apg, pairwise or paper"),
+    "--epochs": ("epochs", "alternating epochs"),
+    "--recipe": ("recipe", "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, lr 1e-3, "
+                           "latest epoch); auto: scratch for a built-in backbone without weights"),
+    "--pretrain": ("pretrain", "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)"),
+    "--pretrain-steps": ("pretrain_steps", "autoencoder steps"),
+    "--lr": ("lr", "Adam learning rate (default: the recipe's)"),
+    "--weight-decay": ("weight_decay", "Adam weight decay"),
+    "--batch-size": ("batch_size", "mini-batch size"),
+    "--selection": ("selection", "validation metric for the best epoch: auroc or balanced_accuracy"),
+    "--selection-rule": ("selection_rule", "best, or latest: the latest epoch within one validation anomaly of the "
+                                           "best (default: the recipe's)"),
+    "--on-divergence": ("on_divergence", "non-finite or collapsed training: rollback (to the best epoch, with a "
+                                         "warning; default) or error"),
+    "--seed": ("seed", "seed of every random draw"),
+    "--device": ("device", "auto, cpu, cuda or cuda:N"),
+    "--num-workers": ("num_workers", "data-loader worker processes"),
+    "--output": ("output", "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
+    "--verbose": ("verbose", "0 quiet, 1 epoch bar, 2 batch bars too (and tracebacks of errors)"),
 }
 # Spellings torchrun's own parser does not mistake for its options (it
 # rejects prefixes of several of them, even after the script's name).
 FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
+SWITCHES = {"--frozen": ("frozen", "keep the backbone fixed (\"fixed CNN\")"),
+            "--fine-labels": ("fine_labels", "CIFAR-100: the 100 fine classes"),
+            "--tensorboard": ("tensorboard", "also log each epoch's numbers to RUN/tensorboard (needs the "
+                                             "tensorboard package)")}
+RESUMABLE = ("verbose", "device")  # what --resume may change
 
 
-def _add_train_flags(parser: argparse.ArgumentParser) -> None:
-    for flag, (_, kind, text) in TRAIN_FLAGS.items():
-        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), type=kind, default=None, help=text)
-    parser.add_argument("--frozen", action="store_true", default=None, help="keep the backbone fixed (\"fixed CNN\")")
-    parser.add_argument("--fine-labels", action="store_true", default=None, help="CIFAR-100: the 100 fine classes")
+def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
+    """The configuration's flags: absent unless given (so a --config file's values
+    stand; "--weights none" is given), typed by the configuration's own rules;
+    their help shows the value used when neither gives one (``defaults``, a TrainConfig)."""
+    from .training.config import typed
+
+    for flag, (field, text) in TRAIN_FLAGS.items():
+        default = getattr(defaults, field)
+        shown = "" if default is None else f" (default: {default})"
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=field, type=functools.partial(typed, field),
+                            default=argparse.SUPPRESS, help=text + shown)
+    for flag, (field, text) in SWITCHES.items():
+        parser.add_argument(flag, dest=field, action="store_true", default=argparse.SUPPRESS, help=text)
+
+
+def _given(args) -> dict:
+    """The configuration fields the flags set."""
+    fields = [field for field, _ in [*TRAIN_FLAGS.values(), *SWITCHES.values()]]
+    return {field: getattr(args, field) for field in fields if hasattr(args, field)}
 
 
 def _config(args, base=None):
     from .training.config import TrainConfig
 
     cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
-    overrides = {field: getattr(args, flag[2:].replace("-", "_")) for flag, (field, _, _) in TRAIN_FLAGS.items()}
-    overrides.update(frozen=args.frozen, fine_labels=args.fine_labels)
-    return TrainConfig.from_dict({**cfg.to_dict(), **{k: v for k, v in overrides.items() if v is not None}})
+    return TrainConfig.from_dict({**cfg.to_dict(), **_given(args)})
 
 
 def _print_result(result: dict, folder: Path) -> None:
@@ -96,12 +148,46 @@ def _print_result(result: dict, folder: Path) -> None:
           f"(best epoch {result['best_epoch']}, {result['seconds']:.1f} s)  ->  {folder}")
 
 
+def _resume_config(args):
+    """The unfinished run's own configuration, with --verbose and --device as given."""
+    from .experiments import runs
+    from .training.config import TrainConfig
+
+    other = sorted(field for field in _given(args) if field not in RESUMABLE) + (["config"] if args.config else [])
+    if other:
+        raise ValueError(f"--resume continues {args.resume} with its own configuration; drop the other flags "
+                         f"({', '.join(other)}); only --verbose and --device may change")
+    progress = runs.unfinished(args.resume)
+    if progress is None:
+        done = (Path(args.resume) / "model.pt").is_file()
+        raise ValueError(f"{args.resume} holds no unfinished run (no {runs.CHECKPOINT}"
+                         + ("; it finished: model.pt is there)" if done else ")"))
+    values = {**progress["config"], **{k: v for k, v in _given(args).items() if k in RESUMABLE}}
+    return TrainConfig.from_dict({**values, "output": args.resume})
+
+
 def _train(args) -> int:
     from .experiments import runs
     from .training import parallel
 
+    resume = args.resume is not None
+    cfg = _resume_config(args) if resume else _config(args)
+    if cfg.output is None:  # named now: an interrupted run is told where its checkpoint is
+        cfg.output = str(runs.default_output(cfg))
+    progress = None if resume else runs.unfinished(cfg.output)
+    if progress is not None:
+        raise ValueError(f"{cfg.output} holds an unfinished run (epochs 0 to {progress['next_epoch'] - 1} of 0 to "
+                         f"{progress['epochs']} saved): continue it with `dlmsvdd train --resume {cfg.output}`, "
+                         f"or remove {Path(cfg.output) / runs.CHECKPOINT} to start over")
     try:
-        _, result, folder = runs.train(_config(args))
+        _, result, folder = runs.train(cfg, resume=resume)
+    except KeyboardInterrupt:
+        progress = runs.unfinished(cfg.output) if Path(cfg.output).is_dir() else None
+        saved = ("nothing was saved" if progress is None else
+                 f"epochs 0 to {progress['next_epoch'] - 1} are saved in {Path(cfg.output) / runs.CHECKPOINT}; "
+                 f"continue with `dlmsvdd train --resume {cfg.output}`")
+        print(f"dlmsvdd train: interrupted; {saved}", file=sys.stderr)
+        return 130
     finally:
         parallel.leave()  # under torchrun: the process group ends with the command
     if folder is not None:  # rank 0 (or alone) reports
@@ -109,13 +195,16 @@ def _train(args) -> int:
     return 0
 
 
-def demo_config(args):
+def _demo_defaults():
     """Digits one-vs-rest with the small CNN from scratch, every training setting at its
     default (the "scratch" recipe); well within 2 minutes on 2 CPU cores."""
     from .training.config import TrainConfig
 
-    return _config(args, TrainConfig(data="digits", backbone="small_cnn", weights=None, ratio=0.1,
-                                     output="runs/demo"))
+    return TrainConfig(data="digits", backbone="small_cnn", weights=None, ratio=0.1, output="runs/demo")
+
+
+def demo_config(args):
+    return _config(args, _demo_defaults())
 
 
 def _demo(args) -> int:
@@ -143,7 +232,8 @@ def _evaluate(args) -> int:
     from .experiments import runs
     from .training import metrics
 
-    model = runs.load_model(args.run)
+    out = _output_file(args.json, "--json")
+    model = runs.load_model(args.run, device=args.device)
     cfg = model.config
     if args.root:
         cfg.root = args.root
@@ -152,36 +242,77 @@ def _evaluate(args) -> int:
     f, targets = model.scores(split)
     result = {"split": args.split, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
     print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    if out is not None:
+        _write(out, json.dumps(result, indent=2) + "\n", "--json")
     return 0
+
+
+def _load_npy(path: str):
+    import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ValueError(f"--npy {path!r} does not exist") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"--npy {path!r} is not a numpy .npy array file ({err})") from None
 
 
 def _score(args) -> int:
     import numpy as np
     import torch
 
+    from .data.preprocessing import ImageFiles, image_files
     from .experiments import runs
     from .training import metrics
 
-    model = runs.load_model(args.run)
-    if args.npy:
-        images = torch.as_tensor(np.load(args.npy), dtype=torch.float32)
-        if images.ndim != 4:
-            raise SystemExit(f"{args.npy}: expected preprocessed images (N, C, H, W), got shape {tuple(images.shape)}")
+    out = _output_file(args.output, "--output")
+    images = _load_npy(args.npy) if args.npy else None
+    model = runs.load_model(args.run, device=args.device)
+    files = None
+    if args.images:
+        files = image_files(args.images)
+        f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
+    elif images is not None:
+        if not np.issubdtype(images.dtype, np.number):
+            raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
+        images = torch.as_tensor(images, dtype=torch.float32)
         f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
     else:
         cfg = model.config
         if args.root:
             cfg.root = args.root
         f, targets = model.scores(getattr(runs.build_task(cfg), args.split))
-    lines = ["index,target,dissimilarity,prediction"] + [
-        f"{i},{t},{s:.9g},{p}" for i, (t, s, p) in enumerate(zip(targets, f, metrics.predict(f, model.threshold_)))]
-    text = "\n".join(lines) + "\n"
-    if args.output:
-        Path(args.output).write_text(text)
+    predictions = metrics.predict(f, model.threshold_)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    if files is not None:
+        writer.writerow(["file", "dissimilarity", "prediction"])
+        writer.writerows((str(p), f"{s:.9g}", c) for p, s, c in zip(files, f, predictions))
     else:
-        sys.stdout.write(text)
+        writer.writerow(["index", "target", "dissimilarity", "prediction"])
+        writer.writerows((i, t, f"{s:.9g}", c) for i, (t, s, c) in enumerate(zip(targets, f, predictions)))
+    if out is not None:
+        _write(out, text.getvalue(), "--output")
+    else:
+        sys.stdout.write(text.getvalue())
+    return 0
+
+
+def _export(args) -> int:
+    from .experiments import runs
+    from .training import export
+
+    model = runs.load_model(args.run)
+    output = args.output
+    if output is None:
+        folder = Path(args.run) if Path(args.run).is_dir() else Path(args.run).parent
+        output = folder / f"model{export.SUFFIXES[args.format]}"
+    path = model.export(output, format=args.format, input_dtype=args.input_dtype)
+    kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
+    print(f"wrote {path} ({args.format}): input 'images', {model.stored_preprocessing().expects()} (this file: {kind}); "
+          f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
+          f"dissimilarity >= {model.threshold_:.6g})")
     return 0
 
 
@@ -261,22 +392,32 @@ def _report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.")
+    from dlmsvdd_ext import __version__
+
+    from .training.config import TrainConfig
+    from .training.export import FORMATS, INPUT_DTYPES
+
+    parser = argparse.ArgumentParser(prog="dlmsvdd", description="Deep Large-Margin lp-SVDD.", formatter_class=_Help)
+    parser.add_argument("--version", action="version", version=f"dlmsvdd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser = _with_formatter(sub.add_parser)
     b = sub.add_parser("bench", help="time the compiled RBF kernels against torch on this machine")
     b.add_argument("--size", type=_size, action="append", metavar="NxD",
                    help="problem size, repeatable (default: 4000x512, 6000x2048, 20000x64)")
-    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size (default 3)")
+    b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     b.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
     b.set_defaults(func=_bench)
 
     d = sub.add_parser("demo", help="train on scikit-learn's digits with a small CNN (about a minute on a CPU)")
-    _add_train_flags(d)
+    _add_train_flags(d, _demo_defaults())
     d.set_defaults(func=_demo)
 
-    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder")
+    t = sub.add_parser("train", help="train DLM-SVDD on a one-vs-rest task and write a run folder (no flags: "
+                       "digits, small CNN)")
     t.add_argument("--config", metavar="YAML", help="configuration file; flags override it")
-    _add_train_flags(t)
+    t.add_argument("--resume", metavar="RUN", help="continue the unfinished run in folder RUN from its last "
+                   "checkpoint, with its own configuration (--verbose and --device may change)")
+    _add_train_flags(t, TrainConfig())
     t.set_defaults(func=_train)
 
     w = sub.add_parser("sweep", help="run a grid of training runs, resumable (finished tasks are skipped)")
@@ -292,8 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--threads", type=int, help="torch threads per task (default: torch's own; ray: --cpus-per-task)")
     w.add_argument("--address", help="ray: cluster to connect to (auto, host:port, ray://host:port); "
                                      "default: start a local Ray instance")
-    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for (default 1)")
-    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for (default 0)")
+    w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for")
+    w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for")
     w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
     w.set_defaults(func=_sweep)
 
@@ -314,23 +455,66 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("run", help="run folder or checkpoint file")
         e.add_argument("--split", choices=("train", "val", "test"), default="test")
         e.add_argument("--root", help="data root, if it moved since training")
+        e.add_argument("--device", help="auto, cpu, cuda or cuda:N (default: where the model was trained, or the "
+                                        "CPU on a machine without that device)")
+        e.add_argument("--verbose", type=int, default=1, help="2: tracebacks of errors")
         if name == "evaluate":
             e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
             e.set_defaults(func=_evaluate)
         else:
-            e.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given = e.add_mutually_exclusive_group()
+            given.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
+                               help="score image files (PNG, JPEG, ...; folders searched recursively) through "
+                                    "the preprocessing the model was trained with")
             e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
             e.set_defaults(func=_score)
+
+    x = sub.add_parser("export", help="write a trained model as one self-contained scorer: raw images in, "
+                                      "dissimilarity and decision out")
+    x.add_argument("run", help="run folder or checkpoint file")
+    x.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (needs the export extra) or torchscript")
+    x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")
+    x.add_argument("--input-dtype", choices=tuple(INPUT_DTYPES), default="float32",
+                   help="ONNX: the images' type, float32 in [0, 1] or uint8 (TorchScript takes both)")
+    x.set_defaults(func=_export)
     return parser
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; a flag the command does not know is refused with the command's own usage."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _with_formatter(add_parser):
+    """Sub-commands show their defaults in --help too."""
+    def add(*args, **kwargs):
+        return add_parser(*args, formatter_class=_Help, **kwargs)
+    return add
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = _parse(argv)
     try:
         return args.func(args)
-    except ValueError as err:  # bad input: say what is wrong, no traceback
-        print(f"dlmsvdd {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"dlmsvdd {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        verbose = getattr(args, "verbose", None)
+        if isinstance(verbose, int) and verbose >= 2:
+            raise
+        # bad input (ValueError), a file that cannot be read or written, a missing optional package: the
+        # user's to fix, said in one line; anything else is a bug, reported with a way to its traceback
+        mistake = isinstance(err, (ValueError, OSError, ImportError))
+        text = str(err) if mistake else f"{type(err).__name__}: {err} (a bug? --verbose 2 shows the traceback)"
+        print(f"dlmsvdd {args.command}: error: {text}", file=sys.stderr)
+        return 2 if mistake else 1
 
 
 if __name__ == "__main__":

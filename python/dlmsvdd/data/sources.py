@@ -30,6 +30,17 @@ STATS = {
 IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
+def vision(module: str, purpose: str):
+    """torchvision's ``module`` (the optional ``vision`` extra), or an ImportError that says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{purpose} needs torchvision, which cannot be imported ({err}); "
+                          'install it with: pip install "dlmsvdd[vision]"') from None
+
+
 @dataclass
 class Source:
     name: str
@@ -80,7 +91,7 @@ def digits(test_fraction: float = 0.3, seed: int = 0) -> Source:
 
 
 def fashion_mnist(root) -> Source:
-    from torchvision.datasets import FashionMNIST
+    FashionMNIST = vision("torchvision.datasets", "the fashion_mnist data set").FashionMNIST
 
     try:
         train, test = (FashionMNIST(root, train=flag, download=False) for flag in (True, False))
@@ -90,7 +101,7 @@ def fashion_mnist(root) -> Source:
 
 
 def cifar10(root) -> Source:
-    from torchvision.datasets import CIFAR10
+    CIFAR10 = vision("torchvision.datasets", "the cifar10 data set").CIFAR10
 
     try:
         train, test = (CIFAR10(root, train=flag, download=False) for flag in (True, False))
@@ -102,7 +113,7 @@ def cifar10(root) -> Source:
 def cifar100(root, fine_labels: bool = False) -> Source:
     """CIFAR-100 with its 20 coarse superclasses (the one-vs-rest literature's
     choice) or, on request, the 100 fine classes."""
-    from torchvision.datasets import CIFAR100
+    CIFAR100 = vision("torchvision.datasets", "the cifar100 data set").CIFAR100
 
     try:
         train, test = (CIFAR100(root, train=flag, download=False) for flag in (True, False))
@@ -175,7 +186,8 @@ def image_folder(root, test_fraction: float = 0.3, seed: int = 0) -> Source:
     """torchvision ImageFolder layout: root/train/<class>/... and root/test/<class>/...,
     or a single root/<class>/... split once (stratified, seeded) into train and test."""
     from torch.utils.data import Subset
-    from torchvision.datasets import ImageFolder
+
+    ImageFolder = vision("torchvision.datasets", "the image_folder data set").ImageFolder
 
     root = Path(root)
     if not root.is_dir():

@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from . import protocols, sources
+from .preprocessing import Preprocessing, TensorTransform  # noqa: F401 - TensorTransform: tasks' public name
 from .protocols import Split
 
 # Augmentation as in the paper: random crop with padding and horizontal flip for
@@ -21,8 +20,9 @@ AUGMENTATION = {"cifar10": "crop_flip", "cifar100": "crop_flip", "imagenet_lt": 
 class TaskImages(Dataset):
     """Items (image tensor, target) of a split of a source's pool."""
 
-    def __init__(self, pool: Dataset, split: Split, transform, augment=None):
+    def __init__(self, pool: Dataset, split: Split, transform, augment=None, preprocessing: Preprocessing | None = None):
         self.pool, self.split, self.transform, self.augment = pool, split, transform, augment
+        self.preprocessing = preprocessing  # what transform does, as a record the trained model keeps
 
     def __len__(self):
         return len(self.split)
@@ -37,7 +37,8 @@ class TaskImages(Dataset):
 
     def augmented(self) -> "TaskImages":
         """The same images under the training augmentation (itself when there is none)."""
-        return self if self.augment is None else TaskImages(self.pool, self.split, self.augment)
+        return self if self.augment is None else TaskImages(self.pool, self.split, self.augment,
+                                                            preprocessing=self.preprocessing)
 
 
 @dataclass
@@ -56,46 +57,34 @@ class Task:
                    for kind, t in (("normal", 1), ("anomalous", -1))}}
 
 
-class TensorTransform:
-    """For tensor sources: normalise, repeat grey to RGB, resize; no torchvision needed."""
-
-    def __init__(self, mean, std, channels: int, size: int | None):
-        self.mean = torch.tensor(mean).view(-1, 1, 1)
-        self.std = torch.tensor(std).view(-1, 1, 1)
-        self.channels, self.size = channels, size
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.expand(self.channels, -1, -1) if x.shape[0] != self.channels else x
-        if self.size is not None and x.shape[-1] != self.size:
-            x = F.interpolate(x[None], size=(self.size, self.size), mode="bilinear", align_corners=False)[0]
-        return (x - self.mean.expand(self.channels, 1, 1)) / self.std.expand(self.channels, 1, 1)
-
-
-def _pil_transforms(source: sources.Source, mean, std, channels: int, size: int | None):
-    from torchvision import transforms as T
-
-    resize = [T.Resize((size, size))] if size is not None else []
-    grey = [T.Grayscale(channels)] if source.channels != channels else []
-    finish = [*grey, *resize, T.ToTensor(), T.Normalize(mean, std)]
-    kind = AUGMENTATION.get(source.name)
-    augment = None
-    if kind == "crop_flip":
-        augment = T.Compose([T.RandomCrop(source.image_size, padding=4), T.RandomHorizontalFlip(), *finish])
-    elif kind == "flip":
-        augment = T.Compose([T.RandomHorizontalFlip(), *finish])
-    return T.Compose(finish), augment
-
-
-def transforms_for(source: sources.Source, channels: int, image_size: int | None, imagenet_stats: bool):
-    """(eval transform, training augmentation or None). imagenet_stats: normalise
-    as the pretrained backbone expects; otherwise the data set's own statistics."""
+def preprocessing_for(source: sources.Source, channels: int, image_size: int | None,
+                      imagenet_stats: bool) -> Preprocessing:
+    """How the source's raw images become the network's input. imagenet_stats:
+    normalise as the pretrained backbone expects; otherwise the data set's own
+    statistics (ImageNet's for sources without them)."""
     mean, std = sources.IMAGENET_STATS if imagenet_stats or source.name not in sources.STATS else sources.STATS[source.name]
     if len(mean) != channels:
         mean, std = (mean * channels)[:channels], (std * channels)[:channels]
     size = image_size or (224 if source.image_size is None else None)  # natural images need one size to batch
-    if isinstance(source.train, sources.TensorImages):
-        return TensorTransform(mean, std, channels, size), None
-    return _pil_transforms(source, mean, std, channels, size)
+    native = None if source.image_size is None else (source.image_size, source.image_size)
+    pipeline = "tensor" if isinstance(source.train, sources.TensorImages) else "pil"
+    return Preprocessing(source.channels, native, channels, None if size is None else (size, size), tuple(mean),
+                         tuple(std), pipeline)
+
+
+def _transforms(source: sources.Source, preprocessing: Preprocessing):
+    """(eval transform, training augmentation or None: the tensor sources have none)."""
+    kind = AUGMENTATION.get(source.name)
+    if preprocessing.pipeline != "pil" or kind is None:
+        return preprocessing.transform(), None
+    T = sources.vision("torchvision.transforms", f"the {source.name} data set's augmentation")
+    steps = [T.RandomCrop(source.image_size, padding=4)] if kind == "crop_flip" else []
+    return preprocessing.transform(), preprocessing.pil_transform([*steps, T.RandomHorizontalFlip()])
+
+
+def transforms_for(source: sources.Source, channels: int, image_size: int | None, imagenet_stats: bool):
+    """(eval transform, training augmentation or None), from ``preprocessing_for``."""
+    return _transforms(source, preprocessing_for(source, channels, image_size, imagenet_stats))
 
 
 def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0.1, rho: float | None = None,
@@ -114,10 +103,12 @@ def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0
         task = protocols.one_vs_rest(source.train_labels, normal_class, ratio, seed)
     train, val = protocols.train_val_split(task, val_fraction, seed)
     test = protocols.evaluation_task(source.test_labels, normal_class)
-    transform, augment = transforms_for(source, channels or source.channels, image_size, imagenet_stats)
+    preprocessing = preprocessing_for(source, channels or source.channels, image_size, imagenet_stats)
+    transform, augment = _transforms(source, preprocessing)
     name = source.classes[normal_class] if 0 <= normal_class < len(source.classes) else normal_class
-    return Task(TaskImages(source.train, train, transform, augment), TaskImages(source.train, val, transform),
-                TaskImages(source.test, test, transform), normal_class, name)
+    return Task(*(TaskImages(pool, split, transform, augment if split is train else None, preprocessing)
+                  for pool, split in ((source.train, train), (source.train, val), (source.test, test))),
+                normal_class, name)
 
 
 def pixels(split: TaskImages) -> tuple[np.ndarray, np.ndarray]:

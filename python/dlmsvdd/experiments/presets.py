@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from ..training.config import typed
 from . import run_outputs
 from .sweep import Sweep, check_unique, collect_tasks, run_tasks
 
@@ -129,11 +130,14 @@ def axis_values(value):
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
-    """'key=value' with the value read as YAML: 'epochs=5', 'seed=[0,1,2]', 'weights=null'."""
+    """'key=value' with the value read as YAML: 'epochs=5', 'seed=[0,1,2]', 'weights=null';
+    each value typed as the config field (``TrainConfig``'s ``typed``: 'lr=1e-3' is a float)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"expected key=value, got {text!r}")
+    key = key.strip().replace("-", "_")
     try:
-        return key.strip().replace("-", "_"), yaml.safe_load(value)
+        value = axis_values(yaml.safe_load(value))
     except yaml.YAMLError as err:
         raise ValueError(f"cannot read the value of {text!r}: {err}") from None
+    return key, [typed(key, v) for v in value] if isinstance(value, list) else typed(key, value)

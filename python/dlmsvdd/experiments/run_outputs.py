@@ -3,38 +3,22 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
-import os
-import secrets
+import numbers
 from pathlib import Path
 
 import numpy as np
 
+from ..training.atomic import open_atomic
 from .plotting import pyplot
 
 
 def write_atomic(path, text: str) -> None:
-    """Writes ``path`` whole or not at all: into a temporary file beside it,
-    flushed to the disk, then renamed over it. A full disk or a kill mid-write
-    leaves the previous file (or none), never a truncated one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666: the umask applies, as for open()
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)  # the rename itself reaches the disk with the folder's entry
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    """Writes ``path`` whole or not at all (``dlmsvdd.training.atomic``)."""
+    with open_atomic(path) as f:
+        f.write(text)
 
 
 def write_json(path: Path, data) -> None:
@@ -47,15 +31,52 @@ def write_yaml(path: Path, data: dict) -> None:
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
-def attach_log(folder: Path) -> logging.Handler:
-    """Copies the package's log records into folder/log.txt."""
-    handler = logging.FileHandler(folder / "log.txt")
+def attach_log(folder: Path, append: bool = False) -> logging.Handler:
+    """Copies the package's log records into folder/log.txt (a new one, or appended to)."""
+    handler = logging.FileHandler(folder / "log.txt", mode="a" if append else "w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger = logging.getLogger("dlmsvdd")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     return handler
 
+
+def scalar_columns(history: list[dict]) -> list[str]:
+    """The history's per-epoch numbers (not its per-iteration lists), in order of first appearance."""
+    columns = {}
+    for row in history:
+        columns.update({k: None for k, v in row.items() if isinstance(v, numbers.Real)})
+    return list(columns)
+
+
+def write_history_csv(history: list[dict], path: Path) -> None:
+    """One row per epoch, one column per number of the history (empty where an epoch has none)."""
+    columns = scalar_columns(history)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+
+
+class TensorBoard:
+    """Each epoch's numbers as TensorBoard scalars under folder/tensorboard
+    (needs the ``tensorboard`` package; a clear error before training if it is missing)."""
+
+    def __init__(self, folder: Path):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ValueError("--tensorboard needs the tensorboard package: pip install tensorboard") from None
+        self.writer = SummaryWriter(str(folder / "tensorboard"))
+
+    def __call__(self, row: dict) -> None:
+        for key, value in row.items():
+            if isinstance(value, numbers.Real) and key != "epoch":
+                self.writer.add_scalar(key, value, row["epoch"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 def moving_average(values, window: int) -> np.ndarray:

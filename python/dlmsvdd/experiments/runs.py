@@ -1,9 +1,12 @@
 """A training run end to end: the task from the config, the fit, the test
-scores, and the run folder (config, metrics, history, plots, checkpoint, log)."""
+scores, and the run folder (config, metrics, history, plots, model, log), with
+the training state in ``checkpoint.pt`` after every epoch until the run ends."""
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import numpy as np
 
 from ..data import sources
 from ..data.tasks import Task, make_task
-from ..training import metrics
+from ..training import atomic, checkpoints, metrics
 from ..training.config import TrainConfig
 from ..training.trainer import DLMSVDD, versions
 from . import run_outputs
@@ -33,46 +36,114 @@ def default_output(cfg: TrainConfig) -> Path:
     return Path("runs") / f"{cfg.data}-class{cfg.normal_class}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(cfg: TrainConfig) -> tuple[DLMSVDD, dict, Path | None]:
+CHECKPOINT = "checkpoint.pt"  # the training state of an unfinished run
+
+
+def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path | None]:
     """Trains on the config's task and writes the run folder; returns the model,
     the metrics and the folder. Under torchrun every process trains and
-    scores its shard; rank 0 writes the folder (the others get None)."""
+    scores its shard; rank 0 writes the folder (the others get None).
+
+    Every check on the configuration, the data and the device runs before the
+    folder is made; a run that fails before its first epoch is saved removes
+    what it wrote (the folder, if it made it). A fresh run replaces what an
+    earlier run left in the folder, its checkpoint first. ``resume``: continue the
+    unfinished run in ``cfg.output`` from its ``checkpoint.pt`` (``cfg`` must be
+    that run's configuration, up to verbose and device); the checkpoint is
+    removed once ``model.pt`` is written.
+    """
     cfg.validate()
+    folder = Path(cfg.output) if cfg.output else default_output(cfg)
+    checkpoint = folder / CHECKPOINT
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"the output {str(folder)!r} exists and is not a folder; choose another --output")
+    if resume and not checkpoint.is_file():
+        raise ValueError(f"{folder} holds no unfinished run to resume (no {CHECKPOINT})")
     task = build_task(cfg)  # data errors surface before the folder or the network exist
     model = DLMSVDD(cfg)  # joins torchrun's process group, if any
     writer = model.group_ is None or model.group_.is_main
-    folder = (Path(cfg.output) if cfg.output else default_output(cfg)) if writer else None
-    handler = None
+    made, handler, before, board = None, None, set(), None
     if writer:
-        folder.mkdir(parents=True, exist_ok=True)
-        handler = run_outputs.attach_log(folder)
+        before = set(os.listdir(folder)) if folder.is_dir() else set()
+        made = _make_folder(folder)
     try:
         if writer:
+            handler = run_outputs.attach_log(folder, append=resume)
+        if writer and not resume:
+            atomic.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
             run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
+            board = run_outputs.TensorBoard(folder) if cfg.tensorboard else None
         log.info("task %s", task.summary())
         start = time.perf_counter()
-        model.fit(task.train, task.val)
+        model.fit(task.train, task.val, checkpoint=checkpoint, resume=resume, callback=board)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_),
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
-                  "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
+                  "warnings": model.warnings_, "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
                   "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
                   "versions": versions()}
         if writer:
             write_run(folder, model, result, t_test, f_test, f"{cfg.data} class {task.class_name}")
+            atomic.remove(checkpoint)  # finished: model.pt holds what the run is for
+    except BaseException:
+        if writer and not checkpoint.exists():  # a failed start: nothing of it stays behind
+            _remove_new(folder, made, before, handler)
+            handler = None
+        raise
     finally:
+        if board is not None:
+            board.close()
         if handler is not None:
-            logging.getLogger("dlmsvdd").removeHandler(handler)
-            handler.close()
-    return model, result, folder
+            _detach(handler)
+    return model, result, folder if writer else None
+
+
+def _make_folder(folder: Path) -> Path | None:
+    """Makes ``folder`` (and missing parents); returns the topmost folder it made, if any."""
+    top = next((p for p in reversed([folder, *folder.parents]) if not p.exists()), None)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create the run folder {str(folder)!r}: {err.strerror or err}") from None
+    if not os.access(folder, os.W_OK):  # only a folder that existed can fail this: one made here is ours
+        raise ValueError(f"the run folder {str(folder)!r} is not writable; choose another --output")
+    return top
+
+
+def _detach(handler: logging.Handler) -> None:
+    logging.getLogger("dlmsvdd").removeHandler(handler)
+    handler.close()
+
+
+def _remove_new(folder: Path, made: Path | None, before: set, handler) -> None:
+    """Removes what a failed start wrote: the folders it made, else its new files."""
+    if handler is not None:
+        _detach(handler)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        return
+    for name in set(os.listdir(folder)) - before:
+        path = folder / name
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def unfinished(folder) -> dict | None:
+    """The unfinished run in ``folder``: {"next_epoch", "epochs", "config"} of its
+    checkpoint, or None when there is none."""
+    path = Path(folder) / CHECKPOINT
+    if not path.is_file():
+        return None
+    state = checkpoints.read(path, checkpoints.TRAINING)
+    return {"next_epoch": state["next_epoch"], "epochs": state["config"]["epochs"], "config": state["config"]}
 
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
     """Metrics, history, plots, test scores and the checkpoint."""
     run_outputs.write_json(folder / "metrics.json", result)
     run_outputs.write_json(folder / "history.json", model.history_)
+    run_outputs.write_history_csv(model.history_, folder / "history.csv")
     run_outputs.plot_convergence(model.history_, folder / "convergence.png")
     run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
@@ -81,11 +152,13 @@ def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title:
     log.info("test %s", result["test"])
 
 
-def load_model(path) -> DLMSVDD:
-    """A checkpoint file, or a run folder holding model.pt."""
+def load_model(path, device: str | None = None) -> DLMSVDD:
+    """A checkpoint file, or a run folder holding model.pt; ``device``: where to
+    score (default: where it was trained, or the CPU when this machine lacks it)."""
     path = Path(path)
     if path.is_dir():
+        if not (path / "model.pt").is_file() and (path / CHECKPOINT).is_file():
+            raise ValueError(f"{path} is an unfinished run (no model.pt yet): continue it with "
+                             f"`dlmsvdd train --resume {path}`")
         path = path / "model.pt"
-    if not path.is_file():
-        raise ValueError(f"no checkpoint at {str(path)!r}")
-    return DLMSVDD.load(path)
+    return DLMSVDD.load(path, device=device)

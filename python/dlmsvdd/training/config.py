@@ -1,11 +1,29 @@
 """The run configuration: the task, the model, the boundary and the optimiser,
-with the paper's defaults, read from keyword arguments, a YAML file or flags."""
+with the paper's defaults, read from keyword arguments, a YAML file or flags.
+
+Every field is checked for type and range by ``validate``, each by one owner:
+the boundary's fields by LpSVDD's table (``dlmsvdd_ext.params``, under the
+config's names), the driver's own fields by ``CONSTRAINTS`` below (the same
+style), whose entries default to what the field's annotation says (``str |
+None``: a string or None); every number has a range there. Values read from
+text (a YAML file, ``--set``, flags) go through ``typed`` first, which turns
+numbers written as strings into numbers (YAML 1.1 reads ``1e-3`` as a string).
+
+One exception: no pretrained weights unless asked for (they are not shipped),
+and then backbone "auto" is the small CNN; ``weights="imagenet"`` gives the
+paper's ResNet-50 (the presets ask for it)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import typing
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from pathlib import Path
+
+import torch
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from dlmsvdd_ext import params as boundary_params
 
@@ -14,6 +32,7 @@ from .models import BACKBONES
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
+DIVERGENCE = ("rollback", "error")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
 # pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
 # training images (training.pretrain), the larger step of a network that starts far from a good
@@ -37,9 +56,9 @@ class TrainConfig:
     rho: float | None = None  # long-tailed pool with imbalance rho (then every other class is anomalous)
     fine_labels: bool = False  # CIFAR-100: 100 fine classes instead of 20 superclasses
     val_fraction: float = 0.2
-    # the network
-    backbone: str = "resnet50"
-    weights: str | None = "imagenet"  # "imagenet" (local torch cache), a state-dict file, or None
+    # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"
+    backbone: str = "auto"  # small_cnn when no pretrained weights are asked for, else resnet50
+    weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
     # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
@@ -66,41 +85,24 @@ class TrainConfig:
     softplus_power: float = 1.0
     selection: str = "auroc"  # validation metric for the best epoch
     selection_rule: str | None = None  # "best" or "latest" (training.selection); None: the recipe's
+    on_divergence: str = "rollback"  # non-finite or collapsed: "rollback" to the best epoch (a warning), or "error"
     # the run
     seed: int = 0
     device: str = "auto"
     num_workers: int = 0
     verbose: int = 1
     output: str | None = None
+    tensorboard: bool = False  # also log each epoch's numbers to output/tensorboard (needs tensorboard)
     extra: dict = field(default_factory=dict)  # free-form notes stored with the run
 
     def validate(self) -> "TrainConfig":
-        def need(ok, message):
-            if not ok:
-                raise ValueError(message)
-
+        """Checks every field's type and range (see the module's docstring)."""
         if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
             self.weights = None
-
-        need(self.data in DATASETS, f"data must be one of {DATASETS}, got {self.data!r}")
-        need(self.backbone in BACKBONES + ("custom",),
-             f"backbone must be one of {BACKBONES} (or 'custom' with a module), got {self.backbone!r}")
-        need(self.ratio is None or (isinstance(self.ratio, (int, float)) and 0 < self.ratio <= 10),
-             f"ratio must be in (0, 10] (anomalies per normal sample), got {self.ratio!r}")
-        need(self.rho is None or self.rho >= 1, f"rho must be >= 1, got {self.rho!r}")
-        need(0 < self.val_fraction < 1, f"val_fraction must be in (0, 1), got {self.val_fraction}")
-        need(self.epochs >= 0, f"epochs must be >= 0, got {self.epochs}")
-        need((self.lr is None or self.lr > 0) and self.batch_size >= 1 and self.grad_clip > 0
-             and self.weight_decay >= 0, "lr, batch_size and grad_clip must be positive, weight_decay >= 0")
-        need(self.recipe in ("auto", *RECIPES), f"recipe must be 'auto' or one of {tuple(RECIPES)}, got {self.recipe!r}")
-        need(self.pretrain is None or self.pretrain in PRETRAINS,
-             f"pretrain must be one of {PRETRAINS} (or None: the recipe's), got {self.pretrain!r}")
-        need(isinstance(self.pretrain_steps, int) and not isinstance(self.pretrain_steps, bool)
-             and self.pretrain_steps >= 0, f"pretrain_steps must be a whole number >= 0, got {self.pretrain_steps!r}")
-        need(self.selection in SELECTIONS, f"selection must be one of {SELECTIONS}, got {self.selection!r}")
-        need(self.selection_rule is None or self.selection_rule in RULES,
-             f"selection_rule must be one of {RULES} (or None: the recipe's), got {self.selection_rule!r}")
-        need(self.softplus_power > 0, f"softplus_power must be positive, got {self.softplus_power}")
+        if self.backbone == "auto":  # a network that fits without pretrained weights; the paper's with them
+            self.backbone = "small_cnn" if self.weights is None else "resnet50"
+        own = {name: getattr(self, name) for name in CONSTRAINTS}
+        boundary_params.check(own, table=CONSTRAINTS)
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
         boundary_params.check(self.boundary_params(), names=self.BOUNDARY_NAMES)
         return self
@@ -115,11 +117,13 @@ class TrainConfig:
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
     def training_params(self) -> dict:
-        """The recipe, lr, pretrain and selection_rule as the run uses them: the values given, else the recipe's.
-        Resolved when used, not stored, so that a changed backbone or weights changes them."""
+        """The recipe, lr, pretrain and selection_rule as the run uses them: the values
+        given, else the recipe's. Resolved when used, not stored, so that a changed
+        backbone or weights changes them."""
         recipe = self.recipe
         if recipe == "auto":
-            recipe = "scratch" if self.backbone in BACKBONES and self.weights is None else "paper"
+            # a custom module may come trained: the paper's recipe unless asked for
+            recipe = "scratch" if self.weights is None and self.backbone != "custom" else "paper"
         values = {key: getattr(self, key) for key in RECIPES[recipe]}
         return {"recipe": recipe, **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
@@ -133,18 +137,116 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
+        """A checked configuration from values as a YAML file or the command line
+        gives them (each through ``typed``)."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
             raise ValueError(f"unknown configuration keys {unknown}; known: {sorted(names)}")
-        return cls(**values).validate()
+        return cls(**{key: typed(key, value) for key, value in values.items()}).validate()
 
     @classmethod
     def from_yaml(cls, path) -> "TrainConfig":
         import yaml
 
-        text = Path(path).read_text()
-        values = yaml.safe_load(text) or {}
-        if not isinstance(values, dict):
+        path = Path(path)
+        if not path.is_file():
+            raise ValueError(f"configuration file {str(path)!r} does not exist")
+        try:
+            values = yaml.safe_load(path.read_text()) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a valid YAML file: {err}") from None
+        if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
             raise ValueError(f"{path}: expected a mapping of configuration keys")
         return cls.from_dict({k.replace("-", "_"): v for k, v in values.items()})
+
+
+class _DeviceName:
+    """'auto' or a string that torch.device parses (whether this machine has
+    that device is the trainer's question, when it starts)."""
+
+    def is_satisfied_by(self, value) -> bool:
+        if value == "auto":
+            return True
+        try:
+            return isinstance(value, str) and torch.device(value) is not None
+        except (RuntimeError, ValueError):
+            return False
+
+    def __str__(self) -> str:
+        return "'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1'"
+
+
+def _positive(kind):
+    return Interval(kind, 0, math.inf if kind is Real else None, closed="neither")
+
+
+def _at_least(kind, low):
+    return Interval(kind, low, math.inf if kind is Real else None, closed="left")
+
+
+# The driver's own fields with a range or a set of options; None allowed where the annotation allows it.
+_RANGES = {
+    "data": [StrOptions(set(DATASETS))],
+    "normal_class": [_at_least(Integral, 0)],
+    "ratio": [Interval(Real, 0, 10, closed="right")],  # labelled anomalies per normal sample
+    "rho": [_at_least(Real, 1)],
+    "val_fraction": [Interval(Real, 0, 1, closed="neither")],
+    "backbone": [StrOptions(set(BACKBONES) | {"custom"})],
+    "image_size": [_positive(Integral)],
+    "epochs": [_at_least(Integral, 0)],
+    "lr": [_positive(Real)],
+    "weight_decay": [_at_least(Real, 0)],
+    "batch_size": [_positive(Integral)],
+    "grad_clip": [_positive(Real)],
+    "softplus_power": [_positive(Real)],
+    "selection": [StrOptions(set(SELECTIONS))],
+    "selection_rule": [StrOptions(set(RULES))],
+    "recipe": [StrOptions({"auto", *RECIPES})],
+    "pretrain": [StrOptions(set(PRETRAINS))],
+    "pretrain_steps": [_at_least(Integral, 0)],
+    "on_divergence": [StrOptions(set(DIVERGENCE))],
+    "seed": [_at_least(Integral, 0)],
+    "device": [_DeviceName()],
+    "num_workers": [_at_least(Integral, 0)],
+    "verbose": [_at_least(Integral, 0)],
+}
+_TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
+
+
+def _table() -> dict:
+    """CONSTRAINTS: each driver field's range (or options), else its annotation's types."""
+    boundary = {TrainConfig.BOUNDARY_NAMES.get(key, key) for key in TrainConfig().boundary_params()}
+    table = {}
+    for name, kinds in _TYPES.items():
+        if name in boundary:
+            continue
+        if name not in _RANGES and (int in kinds or float in kinds):
+            raise TypeError(f"TrainConfig.{name} is a number without a range in _RANGES")
+        plain = [{bool: "boolean", type(None): None}.get(kind, kind) for kind in kinds]
+        table[name] = _RANGES[name] + ([None] if type(None) in kinds else []) if name in _RANGES else plain
+    return table
+
+
+CONSTRAINTS = _table()
+
+
+def typed(name: str, value):
+    """``value`` read from text as field ``name``'s type: a string that spells a
+    number becomes an int or float where the field takes one ('1e-3', which YAML
+    1.1 leaves a string, '30' from a flag), 'none' or 'null' becomes None where
+    the field allows None. Anything else comes back as it is, for ``validate`` to
+    judge (unknown names too)."""
+    kinds = _TYPES.get(name, ())
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if type(None) in kinds and text.lower() in ("none", "null", "~"):
+        return None
+    for kind in (int, float):
+        if kind in kinds:
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+    return value

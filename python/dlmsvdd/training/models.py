@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..data.sources import vision
+
 BACKBONES = ("small_cnn", "resnet18", "resnet50")
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
 
@@ -83,7 +85,7 @@ def load_weights(model: nn.Module, path) -> None:
 
 def imagenet_weights_path(name: str) -> Path:
     """Where torchvision keeps the ImageNet weights of a ResNet in the torch cache."""
-    import torchvision.models as tvm
+    tvm = vision("torchvision.models", f"the {name} backbone")
 
     url = getattr(tvm, RESNETS[name][1]).IMAGENET1K_V1.url
     return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
@@ -103,8 +105,7 @@ def build_backbone(name: str, weights: str | None = None, in_channels: int = 3) 
         raise ValueError(f"unknown backbone {name!r}; choose one of {BACKBONES} or pass an nn.Module")
     if in_channels != 3:
         raise ValueError(f"{name} takes 3-channel images, got {in_channels}")
-    import torchvision.models as tvm
-
+    tvm = vision("torchvision.models", f"the {name} backbone")
     builder, _, dim = RESNETS[name]
     model = getattr(tvm, builder)(weights=None)
     model.fc = nn.Identity()

@@ -29,23 +29,18 @@ def tolerance(rule: str, metric: str, n_anomalous: int) -> float:
     return 1.0 / n_anomalous if metric == "auroc" else 0.5 / n_anomalous
 
 
-class EpochSelection:
-    """Offered every epoch's validation row in order, keeps one epoch's weights."""
+# What is kept, as the trainer (and its checkpoints) hold it: (top, epoch, weights): the best
+# validation value so far, and the kept epoch with its weights.
+START = (-np.inf, 0, None)
 
-    def __init__(self, rule: str, metric: str):
-        tolerance(rule, metric, 0)  # checks the rule
-        self.rule, self.metric = rule, metric
-        self.top, self.epoch, self.state = -np.inf, None, None
 
-    def offer(self, epoch: int, row: dict, state: Callable[[], dict]) -> bool:
-        """Keeps ``state()`` when this epoch is the latest within the tolerance of the
-        best so far (it then stays within it: a later, higher best is itself kept).
-        Without a validation metric (validation lacks a class) every epoch is kept:
-        the last one stays."""
-        value = row.get(f"val_{self.metric}")
-        if value is not None:
-            self.top = max(self.top, value)
-            if value < self.top - tolerance(self.rule, self.metric, row.get("val_n_anomalous", 0)):
-                return False
-        self.epoch, self.state = epoch, state()
-        return True
+def offer(kept: tuple, epoch: int, row: dict, metric: str, rule: str, weights: Callable[[], dict]) -> tuple:
+    """``kept`` after this epoch's validation ``row``: this epoch (its ``weights()``)
+    when it is the latest within the tolerance of the best so far (it then stays
+    within it: a later, higher best is kept itself). Without a validation metric
+    (validation lacks a class) the epoch number stands in for it: the last epoch stays."""
+    key = row.get(f"val_{metric}", epoch)
+    top = max(kept[0], key)
+    if key >= top - tolerance(rule, metric, row.get("val_n_anomalous", 0)):
+        return top, epoch, weights()
+    return top, kept[1], kept[2]

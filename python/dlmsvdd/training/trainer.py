@@ -8,12 +8,15 @@ import dataclasses
 import logging
 import platform
 import time
+import warnings
 
 import numpy as np
 import sklearn.base
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.utils.validation import check_is_fitted
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
@@ -21,13 +24,13 @@ from tqdm.auto import tqdm
 import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
-from . import memory, metrics, parallel, pretrain, selection
+from ..data import protocols
+from ..data.preprocessing import Preprocessing, float_images
+from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
-
-CHECKPOINT_FORMAT = 1
 
 
 def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
@@ -48,34 +51,127 @@ def versions() -> dict:
             "numpy": np.__version__, "python": platform.python_version()}
 
 
+def is_array(data) -> bool:
+    """numpy arrays and torch tensors (images) rather than datasets."""
+    return isinstance(data, (np.ndarray, torch.Tensor))
+
+
+def array_images(X, name: str = "X") -> torch.Tensor:
+    """An array of images, (N, C, H, W) or (N, H, W) for grey ones, as float32
+    (N, C, H, W) on the CPU: uint8 scaled to [0, 1], floats as they are."""
+    images = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
+    if images.dim() not in (3, 4) or images.shape[0] == 0:
+        raise ValueError(f"{name} must hold images (N, C, H, W) or grey (N, H, W), got shape {tuple(images.shape)}")
+    images = float_images(images, 1 if images.dim() == 3 else images.shape[1])
+    if not torch.isfinite(images).all():
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return images
+
+
+class ArrayImages(Dataset):
+    """Items (image, target) of some rows of an image array."""
+
+    def __init__(self, images: torch.Tensor, split: protocols.Split):
+        self.images, self.split = images, split
+
+    def __len__(self):
+        return len(self.split)
+
+    def __getitem__(self, i):
+        return self.images[int(self.split.indices[i])], int(self.split.targets[i])
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.split.targets
+
+
 def resolve_device(name: str) -> torch.device:
+    """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            why = "torch sees no CUDA GPU" if torch.backends.cuda.is_built() else "this torch was built without CUDA"
+            raise ValueError(f"device {name!r} asked for, but {why}; use --device cpu (device='cpu')")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {name!r} asked for, but torch sees {count} CUDA GPU(s); "
+                             f"use cuda:0 to cuda:{count - 1} or --device cpu")
+    elif device.type != "cpu" and not _has_backend(device.type):
+        raise ValueError(f"device {name!r} is not available on this machine; use --device cpu")
+    return device
 
 
-class DLMSVDD:
+def _has_backend(kind: str) -> bool:
+    module = getattr(torch, kind, None)
+    return bool(getattr(module, "is_available", lambda: False)())
+
+
+class DLMSVDD(OutlierMixin, BaseEstimator):
     """Deep large-margin lp-SVDD.
 
     ``fit(train, val)`` takes torch datasets of ``(image, target)`` with target
     +1 (normal) or -1 (anomaly); a dataset with an ``augmented()`` method (the
-    task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view.
+    task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view,
+    and one with a ``preprocessing`` record (``dlmsvdd.data.preprocessing``)
+    tells the model how raw images become its input (kept in checkpoints and
+    exports). ``fit(X, y=None)`` takes an array of images instead (numpy or
+    torch, (N, C, H, W) or grey (N, H, W); uint8 is scaled to [0, 1], floats go
+    to the network as they are) with y in {+1, -1} (None: all normal), split
+    into training and a stratified, seeded ``val_fraction`` for validation
+    (``validation_fraction`` is scikit-learn's spelling of it).
+
     Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
-    (higher = more anomalous); ``score_samples = -f``; ``predict`` is +1
-    (normal) below the validation threshold of maximal balanced accuracy, -1 above.
+    (higher = more anomalous); ``score_samples = -f``; ``decision_function =
+    threshold_ - f`` (positive = normal); ``predict`` is +1 (normal) below the
+    threshold ``threshold_``, -1 at or above it. Scoring takes datasets or
+    arrays of network inputs; ``preprocess`` turns raw images into them.
+    PyOD's fitted attributes: ``decision_scores_`` (f of the training data
+    passed to fit), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
+
+    Parameters are the fields of ``TrainConfig`` (``get_params``/``set_params``
+    as in scikit-learn), given as a config, as keywords, or both.
 
     Under torchrun (or with torch.distributed initialised) every process runs
     the same calls on its shard of the data; see ``dlmsvdd.training.parallel``.
     """
 
-    def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | None = None, **overrides):
-        config = dataclasses.replace(config or TrainConfig(), **overrides)
+    def __init__(self, config: TrainConfig | None = None, backbone: nn.Module | str | None = None, **overrides):
+        self._configure(config or TrainConfig(), backbone, overrides)
+        self.history_: list[dict] = []
+
+    def _configure(self, config: TrainConfig, backbone, overrides: dict) -> None:
+        """The configuration with overrides (a backbone name is a config value,
+        an nn.Module the custom backbone), checked, and the device it names."""
+        overrides = dict(overrides)
+        if isinstance(backbone, str):
+            overrides["backbone"], backbone = backbone, None
+        if "validation_fraction" in overrides:
+            overrides["val_fraction"] = overrides.pop("validation_fraction")
+        config = TrainConfig.from_dict({**config.to_dict(), **overrides})  # unknown names refused
         if backbone is not None:
             config.backbone, config.weights = "custom", None
+        elif config.backbone == "custom":  # set_params keeps the module it was given
+            backbone = getattr(self, "custom_backbone", None)
         self.config = config.validate()
         self.custom_backbone = backbone
         self.group_, self.device = parallel.join(resolve_device(config.device))
-        self.history_: list[dict] = []
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The configuration's fields (``backbone``: the custom module, if any), as scikit-learn's estimators."""
+        values = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return {**values, "backbone": self.custom_backbone or self.config.backbone}
+
+    def set_params(self, **params) -> "DLMSVDD":
+        """Changes configuration fields (checked); a fitted model keeps its weights until the next fit."""
+        self._configure(self.config, params.pop("backbone", None), params)
+        return self
+
+    def __repr__(self) -> str:
+        default = TrainConfig()
+        changed = {k: v for k, v in self.get_params().items() if k == "backbone" or getattr(default, k) != v}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     # ---- building blocks
 
@@ -148,7 +244,12 @@ class DLMSVDD:
         return DataLoader(augmented, batch_size=batch, sampler=sampler, num_workers=cfg.num_workers,
                           drop_last=len(sampler) > batch)
 
-    def _pretrain(self, train: Dataset, augmented: Dataset, kind: str, lr: float) -> list[float]:
+    @staticmethod
+    def _augmented(train: Dataset) -> Dataset:
+        """The training images under the omega-step's augmentation (tasks' sets have one)."""
+        return train.augmented() if hasattr(train, "augmented") else train
+
+    def _pretrain(self, train: Dataset, kind: str) -> list[float]:
         """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
         autoencoder on the augmented training images if asked for, then the
         BatchNorm statistics on the training images as the features pass sees them.
@@ -156,47 +257,164 @@ class DLMSVDD:
         losses = []
         if kind == "autoencoder":
             cfg = self.config
-            losses = pretrain.autoencoder(self.network_, self._loader(augmented, shuffle=True, seed=cfg.seed),
-                                          cfg.pretrain_steps, lr, cfg.weight_decay, self.device)
+            loader = self._loader(self._augmented(train), shuffle=True, seed=cfg.seed)
+            losses = pretrain.autoencoder(self.network_, loader,
+                                          cfg.pretrain_steps, self.training_params_["lr"], cfg.weight_decay,
+                                          self.device)
             if losses:
                 log.info("autoencoder: %d steps, loss %.4g -> %.4g", len(losses), losses[0], losses[-1])
         if kind in ("batchnorm", "autoencoder"):
             pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
         return losses
 
-    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> list[float]:
+    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
+        """Step 4: the batch losses, and what broke if a batch's features or loss
+        were not finite (no step is taken on it; the fit then stops)."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
         losses = []
         for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
-            f = svdd.torch_dissimilarity(network(x.to(self.device)))
+            z = network(x.to(self.device))
+            f = svdd.torch_dissimilarity(z)
             loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
+            losses.append(float(loss.detach()))
+            if not self._finite(z, loss):
+                return losses, (f"the omega-step's features or loss are not finite "
+                                f"(batch {len(losses)}, loss {losses[-1]:.4g})")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
             optimizer.step()
-            losses.append(float(loss.detach()))
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
-        return losses
+        return losses, None
+
+    def _finite(self, *tensors: torch.Tensor) -> bool:
+        """Whether the tensors are finite on every process (all stop together)."""
+        finite = torch.stack([torch.isfinite(x.detach()).all() for x in tensors]).all().to(torch.float32)
+        if self.group_ is not None:
+            torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
+        return bool(finite)
 
     # ---- training
 
-    def fit(self, train: Dataset, val: Dataset | None = None) -> "DLMSVDD":
+    def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, callback=None) -> "DLMSVDD":
         """Alternating optimisation for config.epochs epochs (none with a frozen
         backbone), best epoch by validation, then the boundary refitted from the
-        best weights' non-augmented training features."""
+        best weights' non-augmented training features.
+
+        Non-finite or collapsed features or loss stop the epochs early
+        (``dlmsvdd.training.divergence``): the best epoch so far is kept, with a
+        ``DivergenceWarning`` and a line in ``warnings_``, or, with
+        ``on_divergence="error"``, ``TrainingDiverged`` is raised.
+
+        ``checkpoint``: a file the training state is written to after every
+        epoch (``dlmsvdd.training.checkpoints``); with ``resume`` the fit
+        continues from it (written by a run of this configuration) and ends as
+        the run that wrote it would have, bit for bit at the same thread count.
+
+        ``fit(train, val=None)``: datasets of (image, target). ``fit(X, y=None)``:
+        an array of images and targets in {+1, -1} (None: all normal, one-class
+        training, which needs ``nu=1``), split into training and a stratified
+        validation share ``val_fraction`` (seeded by ``seed``; the split of
+        ``dlmsvdd.tasks``). ``callback(row)`` is called with each epoch's
+        history row as it finishes."""
+        if is_array(X):
+            images = array_images(X)
+            train, val = self._array_split(images, y)
+        elif is_array(y):
+            raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
+        else:
+            images, train, val = None, X, y
+        self._fit(train, val, callback, checkpoint, resume)
+        self.decision_scores_ = self.dissimilarity(train if images is None else images)
+        self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
+        return self
+
+    def _array_split(self, images: torch.Tensor, y) -> tuple[Dataset, Dataset]:
+        """Training and validation sets of an image array (``protocols.train_val_split``)."""
+        n = images.shape[0]
+        if y is None:
+            targets = np.ones(n, dtype=int)
+        else:
+            targets = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+            if targets.shape != (n,):
+                raise ValueError(f"y must hold one target per image ({n}), got shape {targets.shape}")
+            if not np.isin(targets, (1, -1)).all():
+                raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {np.unique(targets)[:5].tolist()}")
+            targets = targets.astype(int)
+        if (targets > 0).all() and self.config.nu != 1:  # the dual's rule, said before any training
+            raise ValueError(f"without anomalies (y None or all +1) the boundary is one-class SVDD, which needs "
+                             f"nu=1 (got nu={self.config.nu}): DLMSVDD(nu=1)")
+        train, val = protocols.train_val_split(protocols.Split(np.arange(n), targets), self.config.val_fraction,
+                                               self.config.seed)
+        return ArrayImages(images, train), ArrayImages(images, val)
+
+    def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
         if len(train) == 0:
             raise ValueError("the training set is empty")
+        if resume and checkpoint is None:
+            raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
+        optimizer = self._start(train)
+        augmented = self._augmented(train)
+        epochs = 0 if cfg.frozen else cfg.epochs
+        best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
+        self.history_, self.warnings_, first = [], [], 0
+        if resume:
+            first, best = self._restore_training(checkpoint, optimizer)
+            log.info("resumed from %s at epoch %d", checkpoint, first)
+        quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
+        bar = tqdm(range(first, epochs + 1), initial=first, total=epochs + 1, desc="DLM-SVDD", disable=quiet)
+        for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
+            start = time.perf_counter()
+            feats, targets = self._features(train)  # 1. features of the training set, eval mode
+            problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
+            if problem is not None:
+                self._diverged(epoch, problem, best)
+                break
+            t_features = time.perf_counter()
+            svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
+            row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
+                   "seconds_alpha": time.perf_counter() - t_features}
+            row.update(self._validate(val))  # 5. validation, and the epoch to keep
+            best = selection.offer(best, epoch, row, cfg.selection, self.training_params_["selection_rule"],
+                                   lambda: copy.deepcopy(self.network_.state_dict()))
+            if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
+                start = time.perf_counter()
+                batch_losses, problem = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
+                                                         cfg.verbose >= 2 and not quiet)
+                row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
+                           seconds_omega=time.perf_counter() - start)
+            self.history_.append(row)
+            if callback is not None:
+                callback(row)
+            if problem is not None:
+                self._diverged(epoch, problem, best)
+                break
+            bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
+            log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
+            if checkpoint is not None:
+                self._save_training(checkpoint, epoch + 1, best, optimizer)
+        self.best_epoch_ = best[1]
+        self.network_.load_state_dict(best[2])
+        self._refit(train, val)
+        return self
+
+    def _start(self, train: Dataset):
+        """The network (seeded), its DDP wrapper under torchrun, the boundary
+        estimator and the optimiser (None with a frozen backbone)."""
+        cfg = self.config
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
-        self.in_channels_ = example.shape[0]
+        self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
+        # how raw images become the network's input: the dataset's record, or images taken as they are
+        self.preprocessing_ = getattr(train, "preprocessing", None) or (
+            Preprocessing.identity(example.shape) if example.dim() == 3 else None)
         self.network_ = self._build_network(self.in_channels_)
-        recipe = cfg.training_params()
-        augmented = train.augmented() if hasattr(train, "augmented") else train
-        self.pretrain_losses_ = self._pretrain(train, augmented, recipe["pretrain"], recipe["lr"])
+        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0 and selection rule
+        self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
         self.ddp_ = None
@@ -209,35 +427,48 @@ class DLMSVDD:
             solver = LpSVDD.sharded_solver(solver)
             log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
         self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
-        optimizer = None if cfg.frozen else torch.optim.Adam(
-            self.network_.parameters(), lr=recipe["lr"], weight_decay=cfg.weight_decay)
-        epochs = 0 if cfg.frozen else cfg.epochs
-        kept = selection.EpochSelection(recipe["selection_rule"], cfg.selection)
-        self.history_ = []
-        quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
-        bar = tqdm(range(epochs + 1), desc="DLM-SVDD", disable=quiet)
-        for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
-            start = time.perf_counter()
-            feats, targets = self._features(train)  # 1. features of the training set, eval mode
-            t_features = time.perf_counter()
-            svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
-            row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
-                   "seconds_alpha": time.perf_counter() - t_features}
-            row.update(self._validate(val))  # 5. validation and the selection's snapshot
-            kept.offer(epoch, row, lambda: copy.deepcopy(self.network_.state_dict()))
-            if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
-                start = time.perf_counter()
-                batch_losses = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
-                                                cfg.verbose >= 2 and not quiet)
-                row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
-                           seconds_omega=time.perf_counter() - start)
-            self.history_.append(row)
-            bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
-            log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
-        self.best_epoch_ = kept.epoch
-        self.network_.load_state_dict(kept.state)
-        self._refit(train, val)
-        return self
+        return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=self.training_params_["lr"],
+                                                        weight_decay=cfg.weight_decay)
+
+    def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
+        """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
+        if best[2] is None:
+            raise divergence.TrainingDiverged(
+                f"the initial network's {problem}; check the data and the backbone's weights")
+        hint = f"lower the learning rate (lr {self.training_params_['lr']:g})"
+        if self.config.on_divergence == "error":
+            raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
+        message = (f"training stopped at epoch {epoch}: {problem}; keeping epoch {best[1]}, the best before it "
+                   f"({hint}, or on_divergence='error' to fail instead)")
+        self.warnings_.append(message)
+        log.warning(message)
+        warnings.warn(message, divergence.DivergenceWarning, stacklevel=3)
+
+    def _save_training(self, path, next_epoch: int, best: tuple, optimizer) -> None:
+        """The training state after an epoch (every rank gathers its random
+        generators; the main process writes)."""
+        rng = checkpoints.rng_states(self.group_)
+        if self.group_ is not None and not self.group_.is_main:
+            return
+        checkpoints.write(path, {
+            "config": self.config.to_dict(), "next_epoch": next_epoch, "input_shape": list(self.input_shape_),
+            "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
+            "boundary": self.svdd_.state_dict(), "history": self.history_,
+            "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
+
+    def _restore_training(self, path, optimizer) -> tuple[int, tuple]:
+        """Continues where ``_save_training`` left off (at ``path``, written by a
+        run of this configuration): the next epoch and the best so far."""
+        state = checkpoints.read(path, checkpoints.TRAINING)
+        checkpoints.check_config(state, self.config.to_dict(), path)
+        self.network_.load_state_dict(state["network"])
+        if optimizer is not None:
+            optimizer.load_state_dict(state["optimizer"])
+        self.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=self.device)
+        self.history_ = state["history"]
+        checkpoints.set_rng_states(state["rng"], self.group_)
+        best = state["best"]
+        return state["next_epoch"], (best["key"], best["epoch"], best["network"])
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, and the decision threshold."""
@@ -268,61 +499,141 @@ class DLMSVDD:
 
     # ---- scoring
 
+    def _check_fitted(self, *attributes: str) -> None:
+        check_is_fitted(self, attributes or ("svdd_",))  # scikit-learn's NotFittedError
+
+    def _images(self, X) -> torch.Tensor:
+        """An array of network inputs (``array_images``), its shape checked against the model's."""
+        images = array_images(X)
+        self._check_images(images)
+        return images
+
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
-        """f(x) and the targets of a dataset (or a tensor of images) in one pass
-        (every process scores its shard; all get all the scores)."""
-        if isinstance(data, torch.Tensor):
-            data = torch.utils.data.TensorDataset(data, torch.ones(len(data), dtype=torch.long))
+        """f(x) and the targets of a dataset (or an array of network inputs: targets
+        +1) in one pass (every process scores its shard; all get all the scores)."""
+        self._check_fitted()
+        if is_array(data):
+            images = self._images(data)
+            data = torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
         feats, targets = self._features(data)
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
         if self.group_ is not None:
             f, targets = self.group_.gather(f, len(data)), self.group_.gather(targets.to(f.device), len(data))
         return f.cpu().numpy(), targets.cpu().numpy()
 
+    def _check_images(self, images: torch.Tensor) -> None:
+        """Images as the network was trained on: (N, C, H, W) with its channels
+        and size (the task's evaluation transform already applied)."""
+        shape = getattr(self, "input_shape_", ()) or (self.in_channels_, "H", "W")  # models saved before input_shape_
+        expected = f"(N, {', '.join(map(str, shape))})"
+        size_differs = len(shape) == 3 and isinstance(shape[1], int) and images.ndim == 4 and \
+            tuple(images.shape[2:]) != tuple(shape[1:])
+        if images.ndim != 4 or images.shape[1] != shape[0] or size_differs:
+            raise ValueError(f"this model takes images of shape {expected}, preprocessed as its task's evaluation "
+                             f"transform; got shape {tuple(images.shape)}")
+
     def dissimilarity(self, data) -> np.ndarray:
-        """f(x) for a dataset of (image, target) or a tensor of images; higher = more anomalous."""
+        """f(x) for a dataset of (image, target) or an array of images; higher = more anomalous."""
         return self.scores(data)[0]
 
     def score_samples(self, data) -> np.ndarray:
         """-f(x): higher = more normal (scikit-learn's convention)."""
         return -self.dissimilarity(data)
 
+    def decision_function(self, data) -> np.ndarray:
+        """threshold_ - f(x) in float64: positive = normal, as scikit-learn's
+        outlier detectors (``score_samples - offset_``)."""
+        self._check_fitted("threshold_")
+        return self.threshold_ - self.dissimilarity(data).astype(np.float64)
+
+    @property
+    def offset_(self) -> float:
+        self._check_fitted("threshold_")
+        return -self.threshold_
+
     def predict(self, data) -> np.ndarray:
-        """+1 normal (f below the validation threshold), -1 anomaly."""
+        """+1 normal (f below the threshold), -1 anomaly."""
+        self._check_fitted("threshold_")
         return metrics.predict(self.dissimilarity(data), self.threshold_)
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        """fit, then +1 / -1 for the training data passed (an array's every row, or the training dataset)."""
+        return metrics.predict(self.fit(X, y).decision_scores_, self.threshold_)
 
     def evaluate(self, data) -> dict:
         """AUROC and balanced accuracy (at the validation threshold) on a labelled dataset."""
+        self._check_fitted("threshold_")
         f, targets = self.scores(data)
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
+
+    def preprocess(self, images) -> torch.Tensor:
+        """Raw images (uint8 or float in [0, 1], (N, C, H, W) or grey (N, H, W))
+        as the network takes them: the preprocessing the model was trained
+        with (``preprocessing_``), in the torch operations an export runs."""
+        raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
+        with torch.no_grad():
+            return self.stored_preprocessing().module()(raw)
+
+    def stored_preprocessing(self) -> Preprocessing:
+        """``preprocessing_``, or a ValueError saying why a model has none."""
+        self._check_fitted("preprocessing_")
+        if self.preprocessing_ is None:
+            raise ValueError("this model holds no preprocessing record (trained on inputs that are not images, or "
+                             "saved by a dlmsvdd that did not keep one): it cannot take raw images")
+        return self.preprocessing_
+
+    def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
+        """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
+        images in, (dissimilarity, decision) out. format: "onnx" (needs the
+        ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
+        input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
+        "uint8" (TorchScript takes both). Returns the path."""
+        from . import export
+
+        self._check_fitted("threshold_")
+        return export.export(self, path, format=format, input_dtype=input_dtype)
 
     # ---- checkpoints
 
     def save(self, path) -> None:
-        """Weights, boundary, threshold, config, history and package versions
-        (with several processes: from one of them; all hold the same model)."""
-        torch.save({"format": CHECKPOINT_FORMAT, "config": self.config.to_dict(), "in_channels": self.in_channels_,
-                    "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
-                    "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
-                    "versions": versions()}, path)
+        """Weights, boundary, threshold, config, history, the preprocessing and
+        package versions, written atomically (with several processes: from one of
+        them; all hold the same model)."""
+        self._check_fitted("threshold_")
+        preprocessing = None if self.preprocessing_ is None else self.preprocessing_.to_dict()
+        checkpoints.write(path, {
+            "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
+            "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
+            "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
+            "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
         """A saved model; scores exactly as the one that was saved. A custom
-        backbone must be passed again (its architecture is code, not data)."""
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{path} is not a dlmsvdd checkpoint (format {CHECKPOINT_FORMAT})")
+        backbone must be passed again (its architecture is code, not data).
+        ``device``: where to score (default: where it was trained, or the CPU
+        when this machine lacks that device)."""
+        state = checkpoints.read(path, checkpoints.MODEL)
         values = dict(state["config"])
-        if device is not None:
+        if device is None:
+            try:
+                resolve_device(values["device"])
+            except ValueError as err:
+                log.warning("%s; loading %s on the CPU", err, path)
+                values["device"] = "cpu"
+        else:
             values["device"] = device
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
+        model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
+        stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
+        model.preprocessing_ = None if stored is None else Preprocessing.from_dict(stored)
         model.network_ = model._build_network(model.in_channels_)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
+        model.warnings_ = state.get("warnings", [])
         return model

@@ -1,0 +1,108 @@
+"""Checkpoint files: a trained model (``model.pt``) and the training state of an
+unfinished run (``checkpoint.pt``, written after every epoch; see README
+"Resuming a run").
+
+Both are ``torch.save``'d dicts of tensors, numbers, strings, lists and dicts,
+which ``torch.load(weights_only=True)`` reads (nothing in them runs code), with
+``format`` (the layout's version) and ``kind`` ("model" or "training"). They
+are written atomically: a temporary file in the same folder, flushed to disk,
+then renamed over the old one, so a run killed while writing leaves the old
+file or the new one, never a torn one.
+
+The training state holds everything the next epoch depends on: the network,
+the optimiser, the boundary (LpSVDD's state: the bandwidth ``gamma_`` and the
+dual ``alpha`` its warm start continues from), the history, the best epoch so
+far and its weights, and the random generators of torch (CPU and CUDA), numpy
+and Python (under torchrun every process's). The data loaders need no state:
+their generators are seeded from (seed, epoch) at every epoch.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from .atomic import open_atomic
+
+FORMAT = 1  # the layout of both kinds; a reader refuses a newer one
+MODEL, TRAINING = "model", "training"
+# fields of the configuration a resumed run may change: they do not change the numbers
+RUN_ONLY = ("verbose", "device", "output")
+
+
+def write(path, state: dict, kind: str) -> None:
+    """``state`` with ``format`` and ``kind`` added, atomically at ``path``."""
+    with open_atomic(path, "wb") as f:
+        torch.save({"format": FORMAT, "kind": kind, **state}, f)
+
+
+def read(path, kind: str) -> dict:
+    """The checkpoint at ``path``, refused with a message that says why when it
+    is missing, empty, not a dlmsvdd checkpoint, newer than this version reads,
+    or the other kind."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"no checkpoint at {str(path)!r}")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty (0 bytes): not a dlmsvdd checkpoint; was it written completely?")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - pickle, zip and torch errors alike: not a checkpoint of ours
+        reason = f"{type(err).__name__}: {err}"[:500]
+        raise ValueError(f"{path} is not a dlmsvdd checkpoint (torch.load: {reason})") from None
+    if not isinstance(state, dict) or not isinstance(state.get("format"), int):
+        raise ValueError(f"{path} is not a dlmsvdd checkpoint (a torch file without dlmsvdd's 'format')")
+    if state["format"] > FORMAT:
+        raise ValueError(f"{path} was written by a newer dlmsvdd (checkpoint format {state['format']}; this version "
+                         f"reads format {FORMAT} and older): upgrade dlmsvdd to read it")
+    found = state.get("kind", MODEL)  # format 1 model files were written before there were two kinds
+    if found != kind:
+        if found == TRAINING:
+            raise ValueError(f"{path} is the training state of an unfinished run, not a model: continue it with "
+                             f"`dlmsvdd train --resume {path.parent}`")
+        raise ValueError(f"{path} is a trained model, not the training state of an unfinished run")
+    return state
+
+
+def check_config(state: dict, config: dict, path) -> None:
+    """The training state at ``path`` was written by a run with ``config`` (up to ``RUN_ONLY``)."""
+    saved = state["config"]
+    differ = sorted(k for k in set(saved) | set(config) if k not in RUN_ONLY and saved.get(k) != config.get(k))
+    if differ:
+        pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {config.get(k)!r} here" for k in differ)
+        raise ValueError(f"{path} was written by a run with another configuration ({pairs}); "
+                         "resume it with its own configuration")
+
+
+def rng_states(group=None) -> list[dict]:
+    """The random generators' states of this process (with a process group: of
+    every process, in rank order; every rank must call this)."""
+    numpy_state = np.random.get_state(legacy=False)
+    numpy_state["state"]["key"] = torch.from_numpy(numpy_state["state"]["key"].astype(np.int64))
+    state = {"torch": torch.get_rng_state(), "numpy": numpy_state, "python": random.getstate(),
+             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else []}
+    if group is None:
+        return [state]
+    states = [None] * group.world_size
+    dist.all_gather_object(states, state)
+    return states
+
+
+def set_rng_states(states: list[dict], group=None) -> None:
+    """Restores what ``rng_states`` saved, for this process's rank."""
+    world = 1 if group is None else group.world_size
+    if len(states) != world:
+        raise ValueError(f"the checkpoint was written by {len(states)} processes; resume it with as many "
+                         f"(this run has {world})")
+    state = states[0 if group is None else group.rank]
+    torch.set_rng_state(state["torch"])
+    numpy_state = dict(state["numpy"])
+    numpy_state["state"] = {**numpy_state["state"], "key": state["numpy"]["state"]["key"].numpy().astype(np.uint32)}
+    np.random.set_state(numpy_state)
+    random.setstate(state["python"])
+    if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,112 @@
+"""A trained DLMSVDD as one self-contained scorer for deployment: raw images
+in, (dissimilarity, decision) out, written as ONNX or TorchScript.
+
+The scorer holds the preprocessing the model was trained with
+(``dlmsvdd.data.preprocessing.Preprocess``: shape check, uint8 scaling,
+channels, resize, normalisation), the network (backbone and L2 normalisation)
+in eval mode, the kernel boundary in plain torch operations
+(``dlmsvdd_ext.portable``: support features and weights, or the feature map
+and ``Z^T a``) and the threshold. Nothing of dlmsvdd is needed to run it: an
+ONNX runtime, or torch alone for TorchScript.
+
+Outputs: ``dissimilarity`` f(x) (float32, higher = more anomalous) and
+``decision`` (int64: +1 normal, -1 anomaly, f >= threshold compared in float64
+as ``DLMSVDD.predict``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+import dlmsvdd_ext
+from dlmsvdd_ext.portable import PortableBoundary
+
+FORMATS = ("onnx", "torchscript")
+INPUT_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
+SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
+
+
+class Scorer(nn.Module):
+    def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float):
+        super().__init__()
+        self.preprocess, self.network, self.boundary = preprocess, network, boundary
+        self.threshold = float(threshold)
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        f = self.boundary(self.network(self.preprocess(images)))
+        anomaly = (f.double() >= self.threshold).long()
+        return f, 1 - 2 * anomaly
+
+
+def build_scorer(model) -> Scorer:
+    """The scorer of a fitted DLMSVDD, in eval mode on the CPU."""
+    preprocess = model.stored_preprocessing().module()
+    network = copy.deepcopy(model.network_).cpu()
+    scorer = Scorer(preprocess, network, PortableBoundary(model.svdd_), model.threshold_)
+    return scorer.eval().requires_grad_(False)
+
+
+def metadata(model, input_dtype: str) -> dict:
+    """What the exported file says about itself."""
+    spec = model.stored_preprocessing()
+    return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": spec.expects(), "input_dtype": input_dtype,
+            "outputs": "dissimilarity (float32, higher = more anomalous), decision (int64: +1 normal, -1 anomaly)",
+            "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
+            "backend": model.config.backend}
+
+
+def _example(spec, dtype: torch.dtype) -> torch.Tensor:
+    """A batch of two raw images (two: torch.export specialises a batch of 1)."""
+    height, width = spec.size_in or spec.size
+    return torch.zeros(2, spec.channels_in, height, width, dtype=dtype)
+
+
+def export(model, path, format: str = "onnx", input_dtype: str = "float32") -> Path:
+    """Writes the scorer of a fitted DLMSVDD to path; see the module docstring."""
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
+    if input_dtype not in INPUT_DTYPES:
+        raise ValueError(f"input_dtype must be one of {tuple(INPUT_DTYPES)}, got {input_dtype!r}")
+    path, spec = Path(path), model.stored_preprocessing()
+    scorer = build_scorer(model)
+    example = _example(spec, INPUT_DTYPES[input_dtype])
+    if format == "onnx":
+        _onnx(scorer, example, path, metadata(model, input_dtype), any_size=spec.size_in is None)
+    else:
+        _torchscript(scorer, example, path, metadata(model, "uint8 or float32"))
+    return path
+
+
+def _onnx(scorer: Scorer, example: torch.Tensor, path: Path, meta: dict, any_size: bool) -> None:
+    try:
+        import onnx
+        import onnxscript  # noqa: F401 - torch's ONNX exporter needs it
+    except ImportError as err:
+        raise ValueError(f"ONNX export needs the export extra: pip install 'dlmsvdd[export]' ({err})") from None
+    dims = {0: torch.export.Dim("batch")}
+    if any_size:
+        dims.update({2: torch.export.Dim("height"), 3: torch.export.Dim("width")})
+    with torch.no_grad():
+        program = torch.onnx.export(scorer, (example,), input_names=["images"],
+                                    output_names=["dissimilarity", "decision"], dynamic_shapes=({**dims},),
+                                    dynamo=True, external_data=False, verbose=False)
+    proto = program.model_proto
+    proto.doc_string = "DLM-SVDD anomaly scorer: " + meta["input"]
+    for key, value in meta.items():
+        proto.metadata_props.add(key=key, value=value)
+    onnx.save(proto, str(path))
+
+
+def _torchscript(scorer: Scorer, example: torch.Tensor, path: Path, meta: dict) -> None:
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch marks TorchScript deprecated (ONNX is the format to prefer); the user asked for it
+        warnings.filterwarnings("ignore", message=r".*torch\.jit.*deprecated", category=FutureWarning)
+        scorer.network = torch.jit.trace(scorer.network, scorer.preprocess(example))  # any traceable backbone
+        scripted = torch.jit.script(scorer)  # keeps the shape checks and the uint8 / float branch
+    scripted.save(str(path), _extra_files={"dlmsvdd.json": json.dumps(meta)})

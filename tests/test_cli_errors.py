@@ -1,0 +1,197 @@
+"""The command's answers to ordinary mistakes: `dlmsvdd <command>: error: ...`,
+exit code 2, a hint where one exists, no traceback (unless --verbose 2), and
+nothing left on disk by a start that failed."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from dlmsvdd.cli import main
+
+SMALL = ["--backbone", "small_cnn", "--weights", "none", "--epochs", "1", "--verbose", "0"]
+
+
+def _error(capsys, command: str) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlmsvdd {command}: error: ") and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """This machine as one without a CUDA GPU, whatever it has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.fixture
+def no_torchvision(monkeypatch):
+    """torchvision as if it were not installed."""
+    for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")] + ["torchvision"]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A finished run on digits (1 epoch)."""
+    folder = tmp_path_factory.mktemp("cli") / "run"
+    assert main(["train", *SMALL, "--output", str(folder)]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--config", "nope.yaml"], "configuration file 'nope.yaml' does not exist"),
+    (["--lr", "inf"], "lr must be a positive number, got inf (not finite)"),
+    (["--epochs", "two"], "epochs must be an integer >= 0, got 'two'"),
+    (["--device", "gpu"], "device must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got 'gpu'"),
+    (["--solver", "foo"], "solver must be one of ('apg', 'pairwise', 'paper'), got 'foo'"),
+    (["--on-divergence", "ignore"], "on_divergence must be one of ('error', 'rollback')"),
+])
+def test_bad_values_are_refused_before_anything_is_made(flags, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *SMALL, "--output", "run", *flags]) == 2
+    assert message in _error(capsys, "train")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_malformed_yaml_is_refused(tmp_path, capsys):
+    (tmp_path / "bad.yaml").write_text("lr: [1e-3\n")
+    assert main(["train", "--config", str(tmp_path / "bad.yaml")]) == 2
+    assert "bad.yaml is not a valid YAML file" in _error(capsys, "train")
+
+
+def test_yaml_and_set_read_1e_3_as_a_number(tmp_path):
+    """YAML 1.1 (PyYAML) reads 1e-3 as a string; it ended in TypeError: '>' not supported."""
+    from dlmsvdd.experiments import presets
+    from dlmsvdd.training.config import TrainConfig
+
+    (tmp_path / "c.yaml").write_text("lr: 1e-3\nfw_tol: 1e-8\nepochs: 3\ngamma: 2e0\nratio: none\n")
+    cfg = TrainConfig.from_yaml(tmp_path / "c.yaml")
+    assert (cfg.lr, cfg.fw_tol, cfg.epochs, cfg.gamma, cfg.ratio) == (1e-3, 1e-8, 3, 2.0, None)
+    assert presets.parse_assignment("lr=1e-3") == ("lr", 1e-3)
+    assert presets.parse_assignment("fw_tol=[1e-8, 1e-6]") == ("fw_tol", [1e-8, 1e-6])
+    assert presets.parse_assignment("gamma=median") == ("gamma", "median")
+    (tmp_path / "c.yaml").write_text("epochs: two\n")
+    with pytest.raises(ValueError, match="epochs must be an integer >= 0, got 'two'"):
+        TrainConfig.from_yaml(tmp_path / "c.yaml")
+
+
+def test_every_field_is_checked_by_one_table():
+    """The driver's fields in its table, the boundary's in LpSVDD's, none in both, none left out."""
+    import dataclasses
+
+    from dlmsvdd_ext import params
+
+    from dlmsvdd.training.config import CONSTRAINTS, TrainConfig
+
+    boundary = {TrainConfig.BOUNDARY_NAMES.get(k, k) for k in TrainConfig().boundary_params()}
+    fields = {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(CONSTRAINTS) | boundary == fields and not set(CONSTRAINTS) & boundary
+    assert set(TrainConfig().boundary_params()) <= set(params.CONSTRAINTS)
+    for name, bad in (("batch_size", 0), ("grad_clip", float("nan")), ("weight_decay", float("inf")),
+                      ("val_fraction", 1.0), ("frozen", "yes"), ("seed", -1), ("num_workers", 1.5),
+                      ("extra", []), ("root", 3), ("normal_class", True)):
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            TrainConfig(**{name: bad}).validate()
+
+
+def test_a_misspelt_flag_shows_the_commands_usage(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "--lrr", "3"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert err.startswith("usage: dlmsvdd train") and "dlmsvdd train: error: unrecognized arguments: --lrr 3" in err
+
+
+def test_verbose_2_shows_the_traceback(tmp_path):
+    with pytest.raises(ValueError, match="device must be"):
+        main(["train", *SMALL, "--device", "gpu", "--verbose", "2", "--output", str(tmp_path / "r")])
+
+
+def test_cuda_without_a_gpu_hints_at_the_cpu(no_gpu, tmp_path, capsys):
+    assert main(["train", *SMALL, "--device", "cuda", "--output", str(tmp_path / "r")]) == 2
+    err = _error(capsys, "train")
+    assert "device 'cuda' asked for" in err and "--device cpu" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_cuda_checkpoint_loads_on_a_cpu_machine(run, no_gpu, tmp_path, capsys):
+    state = torch.load(run / "model.pt", weights_only=True)
+    state["config"]["device"] = "cuda"  # as a run on a GPU machine saves it
+    torch.save(state, tmp_path / "model.pt")
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "model.pt")]) == 0  # on the CPU, said in the log
+    expected = json.loads((run / "metrics.json").read_text())["test"]["auroc"]
+    assert json.loads(capsys.readouterr().out)["auroc"] == pytest.approx(expected, abs=1e-12)
+    assert main(["score", str(tmp_path / "model.pt"), "--device", "cpu", "--output", str(tmp_path / "s.csv")]) == 0
+    assert main(["evaluate", str(tmp_path / "model.pt"), "--device", "cuda"]) == 2
+    assert "--device cpu" in _error(capsys, "evaluate")
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "is empty (0 bytes)"),
+    (b"hello, not a checkpoint\n", "is not a dlmsvdd checkpoint (torch.load"),
+    ("plain", "is not a dlmsvdd checkpoint (a torch file without dlmsvdd's 'format')"),
+    ("newer", "was written by a newer dlmsvdd (checkpoint format 99"),
+    ("training", "is the training state of an unfinished run, not a model"),
+])
+def test_evaluate_says_what_is_wrong_with_the_file(content, message, run, tmp_path, capsys):
+    path = tmp_path / "model.pt"
+    if content == "plain":
+        torch.save({"weights": torch.ones(2)}, path)
+    elif content in ("newer", "training"):
+        state = torch.load(run / "model.pt", weights_only=True)
+        state.update(format=99) if content == "newer" else state.update(kind="training")
+        torch.save(state, path)
+    else:
+        path.write_bytes(content)
+    assert main(["evaluate", str(path)]) == 2
+    assert message in _error(capsys, "evaluate")
+
+
+def test_an_output_that_is_a_file_or_cannot_be_made_is_refused(tmp_path, capsys):
+    (tmp_path / "taken").write_text("keep me")
+    assert main(["train", *SMALL, "--output", str(tmp_path / "taken")]) == 2
+    assert "exists and is not a folder" in _error(capsys, "train")
+    assert (tmp_path / "taken").read_text() == "keep me"
+    assert main(["train", *SMALL, "--output", str(tmp_path / "taken" / "run")]) == 2
+    assert "cannot create the run folder" in _error(capsys, "train")
+    assert main(["train", *SMALL, "--output", "/proc/dlmsvdd-run"]) == 2
+    assert "cannot create the run folder" in _error(capsys, "train")
+
+
+def test_score_refuses_an_output_it_cannot_write_before_scoring(run, tmp_path, capsys):
+    assert main(["score", str(run), "--output", str(tmp_path)]) == 2
+    assert "is a folder; give a file name" in _error(capsys, "score")
+    assert main(["score", str(run), "--output", str(tmp_path / "missing" / "s.csv")]) == 2
+    assert "does not exist" in _error(capsys, "score")
+
+
+@pytest.mark.parametrize("shape", [(4, 3, 8, 8), (4, 1, 4, 4)])
+def test_score_npy_refuses_images_the_model_does_not_take(shape, run, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros(shape, dtype=np.float32))
+    assert main(["score", str(run), "--npy", str(tmp_path / "x.npy")]) == 2
+    assert f"this model takes images of shape (N, 1, 8, 8), preprocessed as its task's evaluation transform; " \
+           f"got shape {shape}" in _error(capsys, "score")
+
+
+@pytest.mark.parametrize("flags", [["--backbone", "resnet18", "--weights", "none"],
+                                   ["--data", "cifar10", "--root", "."]])
+def test_no_torchvision_hints_at_the_vision_extra(flags, no_torchvision, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--epochs", "1", "--verbose", "0", "--output", "run", *flags]) == 2
+    assert 'needs torchvision' in (err := _error(capsys, "train")) and 'pip install "dlmsvdd[vision]"' in err
+    assert list(tmp_path.iterdir()) == []  # the backbone fails after the folder was made: it is removed
+
+
+def test_a_failed_start_in_an_existing_folder_removes_only_what_it_wrote(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    assert main(["train", "--backbone", "resnet18", "--weights", str(tmp_path / "missing.pth"), "--epochs", "1",
+                 "--verbose", "0", "--output", str(folder)]) == 2
+    assert "does not exist" in _error(capsys, "train")
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]  # no config.yaml, no log.txt
