@@ -32,6 +32,7 @@ def _import_compiled():
 
 _C = _import_compiled()
 from . import ops  # noqa: E402
+from .ops import build_info  # noqa: E402
 from .svdd import LpSVDD  # noqa: E402
 
 
@@ -45,4 +46,4 @@ def cuda_available() -> bool:
     return bool(_C.cuda_available())
 
 
-__all__ = ["ops", "LpSVDD", "built_with_cuda", "cuda_available", "__version__"]
+__all__ = ["ops", "LpSVDD", "build_info", "built_with_cuda", "cuda_available", "__version__"]

@@ -102,12 +102,14 @@ def median_sq_distance(X_local: torch.Tensor, shard: Shard, max_samples: int = 2
 
 
 class ShardedKernel:
-    """K restricted to this rank's rows, through the rows that define it (X_r or Z_r)."""
+    """K restricted to this rank's rows, through the rows that define it (X_r or
+    Z_r), held in float64: products, columns and the solver state are float64
+    whatever the features' dtype (``dlmsvdd_ext.kernel_operator``)."""
 
     def __init__(self, shard: Shard, rows: torch.Tensor):
         if rows.shape[0] != shard.size:
             raise ValueError(f"this rank's shard has {shard.size} rows, got {rows.shape[0]}")
-        self.shard, self.local = shard, rows.contiguous()
+        self.shard, self.local = shard, rows.to(torch.float64).contiguous()
         self.n_matvec = 0
 
     def atoms(self, indices, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,7 +181,7 @@ def oracle(op: ShardedKernel, alpha: torch.Tensor, Ka: torch.Tensor, problem: Du
     """``ops.dual_oracle`` of the whole problem from the shards: the same keys,
     atoms as global indices, identical on every rank."""
     coefs = problem.coefs()
-    local = ops.dual_oracle(alpha, Ka, problem.t, coefs)
+    local = ops.dual_oracle(alpha, Ka, problem.t, coefs, shard=True)
     record = []
     for key in _FW + _AWAY:
         i = local[key]
@@ -220,14 +222,14 @@ def solve(op: ShardedKernel, problem: DualProblem, method: str = "pairwise", max
         raise ValueError(f"max_iter must be >= 0 and tol >= 0, got {max_iter}, {tol}")
     start = time.perf_counter()
     t, coefs, shard = problem.t, problem.coefs(), op.shard
-    alpha = problem.uniform_alpha() if alpha0 is None else alpha0.to(t.dtype).clone()
+    alpha = problem.uniform_alpha() if alpha0 is None else alpha0.to(torch.float64).clone()
     Ka = op.matvec(alpha * t)
 
     def add_local(i: int, value: float):
         if shard.start <= i < shard.stop:
             alpha[i - shard.start] += value
 
-    rule = StoppingRule(max_iter, tol)
+    rule = StoppingRule(max_iter, tol, StoppingRule.frank_wolfe_window(shard.n))
     while not rule.done(r := oracle(op, alpha, Ka, problem)):
         if method == "paper":  # alpha <- (1 - lambda) alpha + lambda s, s = mu_N e_i + mu_A e_l
             lam = 2.0 / (rule.n_iter + 2 + step_offset)
@@ -244,7 +246,8 @@ def solve(op: ShardedKernel, problem: DualProblem, method: str = "pairwise", max
             c = "normal" if viol["normal"] >= viol["anomaly"] else "anomaly"
             s, a = r[f"fw_{c}"], r[f"away_{c}"]
             if s == a or viol[c] <= 0:
-                break  # nothing left to move
+                rule.stop(stalled=True, status="nothing left to move: the pairwise direction is zero in rounding")
+                break
             rows, weights = op.atoms([s, a], alpha)
             K = op.gram(rows)
             curvature = float(K[0, 0] + K[1, 1] - 2 * K[0, 1])
@@ -256,6 +259,6 @@ def solve(op: ShardedKernel, problem: DualProblem, method: str = "pairwise", max
             add_local(a, -step)
         rule.step()
     result = SolveResult(alpha, Ka, r["objective"], r["gap"], rule.n_iter, op.n_matvec, rule.converged, method,
-                         rule.history, time.perf_counter() - start)
+                         rule.history, time.perf_counter() - start, stalled=rule.stalled, status=rule.status)
     return result, r
 

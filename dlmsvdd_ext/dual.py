@@ -6,10 +6,14 @@
 
 The feasible set is a product of two scaled simplices: the normal weights sum to
 ``mu_normal = (nu + 1) / 2`` and the anomalous ones to ``mu_anomaly = (nu - 1) / 2``.
+
+The solver state (labels, weights, gradient) is float64 whatever the
+features' dtype: the certificate is a difference of nearly equal sums.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -17,7 +21,7 @@ import torch
 
 @dataclass(frozen=True)
 class DualProblem:
-    t: torch.Tensor  # +1 normal, -1 anomaly, in the features' dtype and device
+    t: torch.Tensor  # +1 normal, -1 anomaly, float64, on the features' device
     p: float
     nu: float
     c1: float
@@ -32,7 +36,8 @@ class DualProblem:
                     c1: float | None = None, c2: float | None = None,
                     counts: tuple[int, int] | None = None) -> "DualProblem":
         """Validates the hyper-parameters; c1, c2 default to 1/|I_N| and 1/|I_A|.
-        ``counts`` = (|I_N|, |I_A|) of the whole set when t is a shard of it."""
+        ``counts`` = (|I_N|, |I_A|) of the whole set when t is a shard of it.
+        The labels are kept as float64."""
         if t.ndim != 1 or t.numel() == 0:
             raise ValueError("labels must be a non-empty 1-D array")
         if not bool(((t == 1) | (t == -1)).all()):
@@ -51,7 +56,35 @@ class DualProblem:
             raise ValueError(f"without anomalies nu must be 1 (one-class SVDD), got {nu}")
         c1 = 1.0 / n_normal if c1 is None else float(c1)
         c2 = (1.0 / n_anomaly if n_anomaly else 1.0) if c2 is None else float(c2)
-        return cls(t=t, p=float(p), nu=float(nu), c1=c1, c2=c2, n_normal=n_normal, n_anomaly=n_anomaly)
+        problem = cls(t=t.to(torch.float64), p=float(p), nu=float(nu), c1=c1, c2=c2, n_normal=n_normal,
+                      n_anomaly=n_anomaly)
+        problem.check_range(torch.float64)
+        return problem
+
+    def check_range(self, dtype: torch.dtype, scores_only: bool = False) -> None:
+        """Refuses a problem whose values overflow ``dtype`` (the solver state's):
+        the penalties pen_k, the largest the objective (|a^T K a| <= nu^2 for an
+        RBF kernel, the penalty <= pen_k mu_k^q) and the gradient can be, with
+        room for sums over the samples. nu = 1e300 or c1 = 1e-300 at p = 1.1
+        end here instead of in an IndexError or an inf deep in the solver.
+        ``scores_only``: just nu^2, the range of the scores f(x) (the features'
+        dtype, in which they are computed)."""
+        limit = torch.finfo(dtype).max / 1024
+        try:
+            c = self.coefs()
+            sizes = {"nu^2 (the scale of a^T K a and of the scores)": self.nu ** 2}
+            for k in () if scores_only else ("normal", "anomaly"):
+                pen, mu = c[f"pen_{k}"], c[f"mu_{k}"]
+                sizes[f"pen_{k}"] = pen
+                sizes[f"pen_{k} mu^q"] = pen * mu ** self.q
+                sizes[f"q pen_{k} mu^(q-1)"] = self.q * pen * mu ** (self.q - 1.0)
+        except OverflowError:
+            sizes = {"the penalty": math.inf}
+        too_big = [name for name, value in sizes.items() if not value <= limit]
+        if too_big:
+            raise ValueError(f"nu = {self.nu:g}, p = {self.p:g}, c1 = {self.c1:g}, c2 = {self.c2:g} make the dual's "
+                             f"{too_big[0]} overflow {dtype} (largest {torch.finfo(dtype).max:g}); use a smaller nu, "
+                             "c closer to 1/n" + ("" if dtype == torch.float64 else ", or float64 features"))
 
     # -- derived constants
     @property

@@ -1,23 +1,117 @@
 """The kernel matrix as the solver sees it, under a memory budget.
 
 * ``DenseKernel``: K materialised (the fused Gram kernel, symmetric tiles once).
-* ``RbfOnTheFly``: K never stored; products by the fused ``rbf_matvec``, columns
+* ``RbfOnTheFly``: K never stored; products computed from the features, columns
   for Frank-Wolfe computed on demand and kept in an LRU cache.
 * ``LowRankKernel``: a factor ``Z`` with ``K ~ Z Z^T``; products in O(N m).
 
 ``exact_rbf_operator`` picks the first or the second from the budget, as
-libsvm's ``cache_size`` does.
+libsvm's ``cache_size`` does; ``cache_bytes("auto")`` makes that budget a
+fraction of the memory the machine (or the GPU) has free.
+
+Products are float64 whatever the features' dtype: ``matvec`` takes and
+returns float64 vectors and every sum over N runs in float64, so the solver's
+certificate is exact for the arithmetic it uses (float32 sums over N rounded
+at 1e-7 of the objective, and the gap could not fall below that). A
+materialised K stays in the features' dtype (it is the memory) and is
+multiplied in float64 (``dot64``); the on-the-fly kernel and the factor Z,
+O(N d) and O(N m), are held in float64, so their products and the compiled
+Frank-Wolfe loop over them run in float64 too.
+
+Still to do in the compiled code (csrc/): the Frank-Wolfe loop takes one
+dtype for its state and its columns, so over a float32 K (the middle budget
+tier of ``exact_rbf_operator``) it runs a float32 state and the solver
+re-certifies its last state in float64. It needs a float64 state (alpha, K a,
+the oracle) over float32 columns, and a float64-accumulating product of a
+float32 matrix, which ``dot64`` stands in for.
 """
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import torch
 
 from . import ops
 
+CACHE_FRACTION = 0.5  # of the free memory, for cache_size="auto"
+_CUDA_BLOCK_BYTES = 256 << 20  # float64 rows converted at a time on a GPU
+
+
+def dot64(A: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``A @ v`` for a float64 vector v, every sum in float64, A of any float
+    dtype and never converted whole: on the CPU numpy's einsum casts it in
+    small buffers inside one C loop (measured 1.5-2x a float32 matrix-vector
+    product; torch ops on blocks of rows fell apart on a loaded machine); on a
+    GPU torch converts blocks of rows."""
+    v = v.to(torch.float64)
+    if A.dtype == torch.float64:
+        return A @ v
+    if A.device.type == "cpu":
+        out = np.einsum("ij,j->i", A.numpy(), v.numpy(), dtype=np.float64, casting="safe")
+        return torch.from_numpy(out)
+    rows = max(1, _CUDA_BLOCK_BYTES // (8 * A.shape[1]))
+    return torch.cat([A[i:i + rows].to(torch.float64) @ v for i in range(0, A.shape[0], rows)])
+
+
+def available_memory(device: torch.device | str = "cpu") -> int:
+    """Bytes this process can still allocate on ``device``: on a GPU what the
+    driver reports free plus what torch's allocator holds unused; on the CPU
+    ``MemAvailable`` (psutil when installed, else /proc/meminfo), capped by a
+    cgroup (container) limit when there is one."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    try:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    except ImportError:
+        available = _meminfo_available()
+    limit = _cgroup_room()
+    return available if limit is None else min(available, limit)
+
+
+def _meminfo_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:  # other POSIX systems: the free pages (an underestimate: no reclaimable cache)
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30  # nothing to ask: the old fixed default
+
+
+def _cgroup_room() -> int | None:
+    """The cgroup v2 memory limit minus the current use, or None without a limit."""
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        if limit == "max":
+            return None
+        with open("/sys/fs/cgroup/memory.current") as f:
+            return max(0, int(limit) - int(f.read().strip()))
+    except (OSError, ValueError):
+        return None
+
+
+def cache_bytes(cache_size, device: torch.device | str = "cpu") -> int:
+    """The kernel's memory budget in bytes: ``cache_size`` MB, or for "auto"
+    ``CACHE_FRACTION`` of ``available_memory(device)``."""
+    if cache_size == "auto":
+        return int(CACHE_FRACTION * available_memory(device))
+    return int(float(cache_size) * 2**20)
+
 
 class KernelOperator:
-    """K (n x n): products, the columns source for compiled Frank-Wolfe, and a bound on its top eigenvalue."""
+    """K (n x n): float64 products, the columns source for compiled
+    Frank-Wolfe, and a bound on its top eigenvalue."""
 
     n: int
     dtype: torch.dtype
@@ -25,6 +119,7 @@ class KernelOperator:
     nbytes: int = 0  # memory held beyond the inputs
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        """K v for a float64 v, as float64, every sum in float64."""
         raise NotImplementedError
 
     def fw_source(self) -> dict:
@@ -45,7 +140,7 @@ class DenseKernel(KernelOperator):
         self.nbytes = K.numel() * K.element_size()
 
     def matvec(self, v):
-        return self.K @ v
+        return dot64(self.K, v)
 
     def fw_source(self):
         return {"source": "dense", "matrix": self.K}
@@ -57,36 +152,45 @@ class DenseKernel(KernelOperator):
 
 
 class RbfOnTheFly(KernelOperator):
+    """The exact kernel of X, never stored: products by the fused compiled
+    ``rbf_matvec`` and Frank-Wolfe columns in an LRU cache, on a float64 copy
+    of X (O(N d)): the kernel of the given features, computed in float64."""
+
     def __init__(self, X: torch.Tensor, gamma: float, cache_bytes: int):
-        self.X, self.gamma = X, float(gamma)
-        self.n, self.dtype, self.device = X.shape[0], X.dtype, X.device
-        column_bytes = self.n * X.element_size()
+        self.X, self.gamma = X.to(torch.float64).contiguous(), float(gamma)
+        self.n, self.dtype, self.device = X.shape[0], torch.float64, X.device
+        column_bytes = self.n * 8
         self.cache_slots = max(2, int(cache_bytes // column_bytes))
-        self.nbytes = self.cache_slots * column_bytes
+        self.nbytes = self.cache_slots * column_bytes + (0 if self.X is X else self.X.numel() * 8)
 
     def matvec(self, v):
-        return ops.rbf_matvec(self.X, None, v, self.gamma)
+        return ops.rbf_matvec(self.X, None, v.to(torch.float64), self.gamma)
 
     def fw_source(self):
         return {"source": "features", "matrix": self.X, "gamma": self.gamma, "cache_slots": self.cache_slots}
 
     def lambda_max_bound(self):
         # RBF entries are positive, so the largest row sum is K @ 1's maximum.
-        return float(self.matvec(torch.ones(self.n, dtype=self.dtype, device=self.device)).max())
+        return float(self.matvec(torch.ones(self.n, dtype=torch.float64, device=self.device)).max())
 
 
 class LowRankKernel(KernelOperator):
     def __init__(self, Z: torch.Tensor, cache_bytes: int = 64 << 20):
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D (n, m), got shape {tuple(Z.shape)}")
-        self.Z = Z.contiguous()
-        self.n, self.dtype, self.device = Z.shape[0], Z.dtype, Z.device
-        column_bytes = self.n * Z.element_size()
+        if Z.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(Z))).all()):
+            raise ValueError("the kernel factor Z has NaN or infinite entries (gamma too large for the "
+                             f"features' {Z.dtype}, or non-finite features)")
+        # float64 (2 N m bytes more for a float32 Z, small beside the exact
+        # kernel): products and the compiled Frank-Wolfe loop in float64.
+        self.Z = Z.to(torch.float64).contiguous()
+        self.n, self.dtype, self.device = Z.shape[0], torch.float64, Z.device
+        column_bytes = self.n * 8
         self.cache_slots = max(2, int(cache_bytes // column_bytes))
-        self.nbytes = self.cache_slots * column_bytes
+        self.nbytes = self.cache_slots * column_bytes + (0 if self.Z is Z else self.Z.numel() * 8)
 
     def matvec(self, v):
-        return self.Z @ (self.Z.T @ v)
+        return self.Z @ (self.Z.T @ v.to(torch.float64))
 
     def fw_source(self):
         return {"source": "factor", "matrix": self.Z, "cache_slots": self.cache_slots}
@@ -96,8 +200,7 @@ class LowRankKernel(KernelOperator):
         # with a safety factor are tight, and the solver backtracks anyway.
         m = self.Z.shape[1]
         g = torch.Generator(device="cpu").manual_seed(0)
-        # In Z's own dtype: a float64 copy of Z would double the alpha-step's memory.
-        u = torch.randn(m, generator=g, dtype=torch.float64).to(self.device, self.dtype)
+        u = torch.randn(m, generator=g, dtype=torch.float64).to(self.device)
         est = 0.0
         for _ in range(30):
             w = self.Z.T @ (self.Z @ u)
@@ -108,12 +211,19 @@ class LowRankKernel(KernelOperator):
         return 1.1 * est
 
 
-def exact_rbf_operator(X: torch.Tensor, gamma: float, cache_size_mb: float = 1024) -> KernelOperator:
-    """The exact RBF kernel of the rows of X: materialised when n^2 entries fit
-    the budget (in X's dtype), otherwise computed on the fly with an LRU cache
-    of columns filling the budget."""
-    budget = int(cache_size_mb * 2**20)
+def exact_rbf_operator(X: torch.Tensor, gamma: float, cache_size_mb: float | str = "auto") -> KernelOperator:
+    """The exact RBF kernel of the rows of X under the budget ``cache_bytes(cache_size_mb)``:
+
+    * materialised in float64 when its n^2 float64 entries fit (every
+      product and the compiled Frank-Wolfe loop then run in float64);
+    * otherwise in X's dtype when that fits (float32 entries, float64 products);
+    * otherwise computed on the fly from a float64 copy of X, with an LRU
+      cache of columns filling the budget.
+    """
+    budget = cache_bytes(cache_size_mb, X.device)
     n = X.shape[0]
+    if n * n * 8 <= budget:
+        return DenseKernel(ops.rbf_gram(X.to(torch.float64), None, gamma))
     if n * n * X.element_size() <= budget:
         return DenseKernel(ops.rbf_gram(X, None, gamma))
     return RbfOnTheFly(X, gamma, budget)

@@ -118,7 +118,7 @@ class KernelBackend:
     def fit_transform(self, X):
         return self.fit(X).Z_  # fit computes the training factor once
 
-    def operator(self, cache_size_mb: float = 1024) -> KernelOperator:
+    def operator(self, cache_size_mb: float | str = "auto") -> KernelOperator:
         return LowRankKernel(self.Z_)
 
     @property
@@ -154,7 +154,7 @@ class ExactKernel(KernelBackend):
     def fit_transform(self, X):
         return self.fit(X).operator()
 
-    def operator(self, cache_size_mb: float = 1024):
+    def operator(self, cache_size_mb: float | str = "auto"):
         return exact_rbf_operator(self.X_, self.gamma, cache_size_mb)
 
     def transform(self, x):

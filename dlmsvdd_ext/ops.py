@@ -10,6 +10,7 @@ allocator) and come back as the same kind of array as ``X``. CUDA work runs on
 
 from __future__ import annotations
 
+import functools
 from typing import Union
 
 import numpy as np
@@ -35,6 +36,8 @@ __all__ = [
     "cpu_isa",
     "supported_cpu_isas",
     "set_cpu_isa",
+    "build_info",
+    "runs_on",
 ]
 
 
@@ -65,9 +68,88 @@ def _empty(like: Array, shape: tuple) -> Array:
 
 
 def _stream(a: Array) -> int:
+    """The CUDA stream for an op on a's device (0 on the CPU); every op passes
+    its first array here, so a GPU this build has no code for is refused here."""
     if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+        _check_gpu(a.device.index if a.device.index is not None else torch.cuda.current_device())
         return torch.cuda.current_stream(a.device).cuda_stream
     return 0
+
+
+# ---- the build: what it holds, and whether a GPU can run it
+
+@functools.lru_cache(maxsize=None)
+def _compiled() -> dict:
+    info = dict(_C.build_info())
+    info["cuda_architectures"] = [a for a in info["cuda_architectures"].split(",") if a]
+    return info
+
+
+def build_info() -> dict:
+    """What this build of the extension holds: ``cuda_version`` (nvcc's, None
+    without CUDA), ``cuda_architectures`` (CMake's list, e.g. ["75-real",
+    ..., "90"]: "-real" is machine code only, a bare number adds PTX that
+    newer GPUs compile at load), ``cpu_instruction_sets`` (compiled),
+    ``cpu_supported`` (those this CPU runs), ``cpu_active``, ``compiler``."""
+    return {**_compiled(), "cpu_supported": supported_cpu_isas(), "cpu_active": cpu_isa()}
+
+
+def _architecture(entry: str) -> tuple[int, int, str, bool, bool] | None:
+    """(major, minor, suffix, machine code, PTX) of a CMake CUDA architecture
+    such as "75-real", "90", "90a-real", "80-virtual"; None for "native", "all"."""
+    number, _, kind = entry.partition("-")
+    digits = number.rstrip("af")
+    if not digits.isdigit() or kind not in ("", "real", "virtual"):
+        return None
+    return int(digits) // 10, int(digits) % 10, number[len(digits):], kind != "virtual", kind != "real"
+
+
+def runs_on(architectures: list[str], capability: tuple[int, int]) -> bool | None:
+    """Whether code built for these CMake architectures runs on a GPU of the
+    given compute capability: machine code for X.y runs on X.z with z >= y
+    (arch-specific "a" code on X.y alone); PTX for X.y on anything from X.y up.
+    None when the list holds entries it cannot read ("native", "all")."""
+    parsed = [_architecture(a) for a in architectures]
+    if not parsed or None in parsed:
+        return None
+    major, minor = capability
+    for a_major, a_minor, suffix, sass, ptx in parsed:
+        if suffix == "a":
+            if (a_major, a_minor) == (major, minor):
+                return True
+        elif sass and a_major == major and a_minor <= minor:
+            return True
+        elif ptx and (a_major, a_minor) <= (major, minor):
+            return True
+    return False
+
+
+def gpu_refusal(architectures: list[str], capability: tuple[int, int], name: str) -> str | None:
+    """The error message for a GPU the build has no code for (None when it has)."""
+    if runs_on(architectures, capability) is not False:
+        return None
+    major, minor = capability
+    return (f"dlmsvdd_ext has no CUDA code for {name} (compute capability {major}.{minor}, sm_{major}{minor}): this "
+            f"build holds {';'.join(architectures)}; rebuild it with DLMSVDD_CUDA_ARCHITECTURES including "
+            f"{major}{minor}-real (pip install . with that variable set)")
+
+
+@functools.lru_cache(maxsize=None)
+def _check_gpu(index: int) -> None:
+    """ValueError naming the GPU and the build's architectures when this build cannot run on GPU ``index``."""
+    architectures = _compiled()["cuda_architectures"]
+    if not architectures:  # no CUDA in this build: the bindings say so
+        return
+    refusal = gpu_refusal(architectures, torch.cuda.get_device_capability(index), torch.cuda.get_device_name(index))
+    if refusal is not None:
+        raise ValueError(refusal)
+
+
+def _gamma_for(gamma, X: Array) -> float:
+    """gamma checked in the dtype the kernel computes in (X's; floating
+    dtypes only, the bindings refuse the others with their own message)."""
+    floating = X.dtype in (torch.float32, torch.float64) if isinstance(X, torch.Tensor) else X.dtype.kind == "f"
+    return check_gamma(gamma, X.dtype if floating else None)
 
 
 def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
@@ -88,6 +170,7 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     """
     Y, symmetric = _prepare(X, Y)
     _check_array(V, "V")
+    gamma = _gamma_for(gamma, X)
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
     _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
@@ -121,6 +204,7 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
     Y, symmetric = _prepare(X, Y)
     if X.ndim != 2 or Y.ndim != 2:
         raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
+    gamma = 1.0 if distances_only else _gamma_for(gamma, X)
     out = _empty(X, (X.shape[0], Y.shape[0]))
     _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation))
     return out
@@ -138,10 +222,16 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
 
     The bandwidth heuristic is ``gamma = 1 / median``. Uses a seeded random
     subset of at most ``max_samples`` rows (all pairs i < j within it).
+    ValueError for a NaN or infinity anywhere in ``X`` (a median that skips
+    them would be a bandwidth for other data) or for distances that overflow.
     """
     _check_array(X, "X")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got {X.ndim}-D")
+    finite = torch.isfinite(X).all(dim=1) if isinstance(X, torch.Tensor) else np.isfinite(X).all(axis=1)
+    if not bool(finite.all()):
+        row = int((~finite).nonzero()[0][0]) if isinstance(X, torch.Tensor) else int(np.flatnonzero(~finite)[0])
+        raise ValueError(f"X: row {row} holds a NaN or an infinity; the median distance needs finite features")
     n = X.shape[0]
     if n < 2:
         raise ValueError(f"X needs at least 2 rows for pairwise distances, got {n}")
@@ -158,7 +248,10 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
     iu = np.triu_indices(m, k=1)
     if isinstance(D, torch.Tensor):
         D = D.cpu().numpy()
-    return float(np.median(D[iu]))
+    D = D[iu]
+    if not np.isfinite(D).all():
+        raise ValueError("X: squared distances overflow its dtype; scale the features or use float64")
+    return float(np.median(D))
 
 
 def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emulation: bool = False) -> Array:
@@ -328,7 +421,7 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
         raise ValueError(f"block_size must be at least 1, got {block_size}")
     if not 0 <= seed < 2 ** 64:
         raise ValueError(f"seed must be in [0, 2**64), got {seed}")
-    gamma = check_gamma(gamma)
+    gamma = _gamma_for(gamma, X)
     L = _empty(X, (n, rank))
     pivots = np.empty(rank, dtype=np.int64)  # the sampling runs on the host, whatever X's device
     on_cuda = isinstance(X, torch.Tensor) and X.device.type == "cuda"
@@ -374,7 +467,7 @@ def _dual_workspace(alpha, cuda_emulation: bool):
 
 
 def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *,
-                cuda_emulation: bool = False) -> dict:
+                cuda_emulation: bool = False, shard: bool = False) -> dict:
     """One fused pass over the dual at ``alpha`` with ``Ka = K (alpha * t)``.
 
     Returns the objective (``quadratic`` + ``penalty``), the Frank-Wolfe gap and
@@ -385,9 +478,14 @@ def dual_oracle(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: d
     ``pen_anomaly``, ``mu_normal``, ``mu_anomaly``. CUDA tensors run the CUDA
     kernels; ``cuda_emulation=True`` runs those kernels' code on CPU tensors
     (slow; for testing the GPU logic without a GPU).
+
+    Labels must be exactly +1 or -1 (ValueError otherwise); the problem needs
+    a normal sample, and without anomalies ``mu_anomaly = 0`` (nu = 1).
+    ``shard=True``: ``t`` is one shard of the problem's labels (the sharded
+    solver's), which may hold no normal sample.
     """
     return _C.dual_oracle(alpha, Ka, t, coefs, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
-                          _stream(alpha))
+                          _stream(alpha), bool(shard))
 
 
 def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict, *, method: str,
@@ -399,16 +497,24 @@ def fw_solve(alpha: torch.Tensor, Ka: torch.Tensor, t: torch.Tensor, coefs: dict
     (exact line search). Kernel columns come from ``source``: ``"dense"`` (K
     itself), ``"features"`` (exact RBF columns of ``X`` with ``gamma``, LRU-cached
     in ``cache_slots`` columns) or ``"factor"`` (``Z Z[i]^T``, cached likewise).
-    Returns ``n_iter``, ``converged`` and the per-iteration ``history_objective``
-    and ``history_gap`` (float64 CPU tensors, ``n_iter + 1`` entries). The loop
+    ``matrix`` is in the state's dtype (``alpha``, ``Ka`` and ``t`` share one),
+    or float32 under a float64 state: a float32 K, X or Z then gives float32
+    columns, each entry widened as it is read, while the weights, ``K a``, the
+    oracle and the certificate stay float64 (no float64 copy of K).
+    Returns ``n_iter``, ``converged``, ``stop`` (why it stopped: ``"converged"``
+    when ``0 <= gap <= tol |objective|``, ``"max_iter"``, ``"no_descent"``,
+    ``"not_finite"`` or ``"negative_gap"``, the last three unconverged) and the
+    per-iteration ``history_objective`` and ``history_gap`` (float64 CPU
+    tensors, ``n_iter + 1`` entries). Labels are checked as in
+    :func:`dual_oracle` before anything is written (ValueError). The loop
     runs on the host; with CUDA tensors its passes are CUDA kernels, and
     ``cuda_emulation=True`` runs those kernels' code on CPU tensors.
     """
     hist_obj = torch.empty(max_iter + 1, dtype=torch.float64)
     hist_gap = torch.empty(max_iter + 1, dtype=torch.float64)
     cache = None
-    if source != "dense":  # the column cache's memory, allocated by torch on alpha's device
-        cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=alpha.dtype, device=alpha.device)
+    if source != "dense":  # the column cache's memory (the columns' dtype), allocated by torch on alpha's device
+        cache = torch.empty(max(2, int(cache_slots)), alpha.shape[0], dtype=matrix.dtype, device=alpha.device)
     info = _C.fw_solve(alpha, Ka, t, coefs, method, max_iter, tol, step_offset, hist_obj, hist_gap,
                        source, matrix, float(gamma), cache, _dual_workspace(alpha, cuda_emulation), cuda_emulation,
                        _stream(alpha))

@@ -22,9 +22,18 @@ from .solver import METHODS
 
 GAMMA_STRATEGIES = ("median", "per-epoch")
 
+# The smallest slack exponent p supported. The dual's penalty is pen alpha^q
+# with q = p / (p - 1); at the paper's c = 1/n it is about
+# 0.5 (1 - 1/p) (2 mu)^q at the start, (2 mu)^11 for p = 1.1: up to 1e7
+# times the kernel term a^T K a (<= nu^2) for the paper's largest nu = 5,
+# which float64 still resolves to 1e-9. At p = 1.02 (q = 51) it is 1e15 times
+# the kernel term, which then drowns in the rounding of the objective (the
+# certificate read -40 and r^2 -2.5e16); at p = 1.001 pen overflows float64.
+P_MIN = 1.1
+
 CONSTRAINTS: dict[str, list] = {
-    "p": [Interval(Real, 1, math.inf, closed="neither")],
-    "nu": [Interval(Real, 1, math.inf, closed="left")],
+    "p": [Interval(Real, P_MIN, math.inf, closed="left")],
+    "nu": [Interval(Real, 1, math.inf, closed="left"), StrOptions({"auto"})],
     "c1": [Interval(Real, 0, math.inf, closed="neither"), None],
     "c2": [Interval(Real, 0, math.inf, closed="neither"), None],
     "gamma": [StrOptions({"median"}), Interval(Real, 0, math.inf, closed="neither"), StrOptions({"per-epoch"})],
@@ -33,12 +42,19 @@ CONSTRAINTS: dict[str, list] = {
     "solver": [StrOptions(set(METHODS))],
     "max_iter": [Interval(Integral, 0, None, closed="left")],
     "tol": [Interval(Real, 0, math.inf, closed="left")],
-    "cache_size": [Interval(Real, 0, None, closed="neither")],
+    "cache_size": [StrOptions({"auto"}), Interval(Real, 0, None, closed="neither")],
+    # the fraction of training normals above the threshold, or the sphere's radius
+    "contamination": [Interval(Real, 0, 0.5, closed="right"), StrOptions({"radius"})],
     "recovery": [StrOptions({"kkt", "paper"})],
     "random_state": [Interval(Integral, 0, None, closed="left"), None],
     "device": [str, torch.device, None],
     "warm_start": ["boolean"],
 }
+
+
+# Why a bound is where it is, appended to the message of a value outside it.
+WHY = {"p": f"p = {P_MIN} is the smallest supported: below it the penalty alpha^q, q = p/(p-1), "
+            "swamps the kernel term (or overflows) in float64 at the default c = 1/n"}
 
 
 def _describe(constraint) -> str:
@@ -51,10 +67,9 @@ def _describe(constraint) -> str:
     if isinstance(constraint, Interval):
         kind = "an integer" if constraint.type is Integral else "a number"
         left, right = constraint.left, constraint.right
-        if left is not None and right not in (None, math.inf):
-            opening = "[" if constraint.closed in ("left", "both") else "("
-            closing = "]" if constraint.closed in ("right", "both") else ")"
-            return f"{kind} in {opening}{left:g}, {right:g}{closing}"
+        if right not in (None, math.inf):  # bounded: the interval itself, "in (0, 0.5]"
+            brackets = {"neither": "()", "left": "[)", "right": "(]", "both": "[]"}[constraint.closed]
+            return f"{kind} in {brackets[0]}{left:g}, {right:g}{brackets[1]}"
         if left == 0 and constraint.closed in ("neither", "right"):
             return "a positive integer" if constraint.type is Integral else "a positive number"
         if right in (None, math.inf) and constraint.closed in ("left", "both"):
@@ -92,6 +107,7 @@ def check(values: dict, names: dict | None = None, table: dict | None = None) ->
         if not any(_satisfied(c, value) for c in constraints):
             name = (names or {}).get(key, key)
             allowed = " or ".join(_describe(c) for c in constraints)
+            why = f" ({WHY[key]})" if key in WHY else ""
             infinite = isinstance(value, Real) and not math.isfinite(value)
-            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}" + (" (not finite)" * infinite))
+            raise InvalidParameterError(f"{name} must be {allowed}, got {value!r}" + " (not finite)" * infinite + why)
 

@@ -9,7 +9,11 @@
 
 For any feasible alpha, ``gap = <alpha - s, grad F(alpha)>`` with ``s`` the linear
 oracle's vertex bounds ``F(alpha) - F*``. Every method stops when
-``gap <= tol * F(alpha)`` (a relative suboptimality certificate) or at ``max_iter``.
+``0 <= gap <= tol * F(alpha)`` (a relative suboptimality certificate), when the
+gap stops falling (``StoppingRule``), or at ``max_iter``. The state and the
+certificate are float64 whatever the dtype of K (see ``kernel_operator``); the
+compiled Frank-Wolfe loop still runs in the kernel's dtype, so a float32 kernel
+gets its final state re-certified in float64 (``_compiled_frank_wolfe``).
 
 The boundary is recovered from the dual's KKT multipliers (``recovery="kkt"``,
 exact for the dual as written), or by the paper's averaging (``"paper"``).
@@ -42,6 +46,8 @@ class SolveResult:
     method: str
     history: dict = field(default_factory=dict)  # "objective", "gap": per iteration
     seconds: float = 0.0
+    stalled: bool = False  # stopped because the gap stopped falling (or went negative or non-finite)
+    status: str = ""  # why it stopped, in words
 
 
 @dataclass
@@ -61,28 +67,86 @@ class Boundary:
 class StoppingRule:
     """When a solver loop stops, and what it records: the one stopping rule of
     every Python solver loop (APG here, sharded Frank-Wolfe in
-    ``dlmsvdd_ext.distributed``; the compiled Frank-Wolfe loop mirrors it).
+    ``dlmsvdd_ext.distributed``; the compiled Frank-Wolfe loop is replayed
+    through it afterwards, ``replay``).
 
     ``done(oracle)`` records an oracle pass's objective and gap and says whether
-    to stop: converged when ``gap <= tol * |objective|``, or out of iterations
-    after ``max_iter`` steps (each ``step()``)."""
+    to stop:
 
-    def __init__(self, max_iter: int, tol: float):
+    * converged when ``0 <= gap <= tol * |objective|``;
+    * stalled when the gap is negative or either is not finite (rounding or
+      overflow: the certificate means nothing, it never counts as converged),
+      or when the gap stopped falling: the smallest gap of the last
+      ``max(window, n_iter // 2)`` passes is not ``STALL_DROP`` times the
+      smallest before them (a sublinear 1/t rate still halves it over that
+      window; rounding noise does not). ``window`` is ``WINDOW`` passes for
+      APG, whose every iteration updates all weights (its gap can sit still
+      for a hundred iterations and then fall again at p near 1.1, q ~ 10), and
+      the number of samples for Frank-Wolfe, which moves two weights per
+      iteration (``frank_wolfe_window``);
+    * out of iterations after ``max_iter`` steps (each ``step()``).
+    """
+
+    STALL_DROP = 0.9
+    WINDOW = 200
+
+    def __init__(self, max_iter: int, tol: float, window: int | None = None):
         self.max_iter, self.tol = int(max_iter), float(tol)
+        self.window = self.WINDOW if window is None else int(window)
         self.history = {"objective": [], "gap": []}
+        self._best: list[float] = []  # running minimum of the gap
         self.n_iter = 0
-        self.converged = False
+        self.converged = self.stalled = False
+        self.status = ""
 
     def done(self, oracle: dict) -> bool:
-        self.history["objective"].append(oracle["objective"])
-        self.history["gap"].append(oracle["gap"])
-        if oracle["gap"] <= self.tol * abs(oracle["objective"]):
+        objective, gap = float(oracle["objective"]), float(oracle["gap"])
+        self.history["objective"].append(objective)
+        self.history["gap"].append(gap)
+        if self.certifies(objective, gap, self.tol):
             self.converged = True
-            return True
-        return self.n_iter == self.max_iter
+            return self.stop(stalled=False, status="converged")
+        if not (math.isfinite(objective) and math.isfinite(gap)):
+            return self.stop(stalled=True, status=f"the objective ({objective}) or the gap ({gap}) is not finite")
+        if gap < 0:
+            return self.stop(stalled=True, status=f"the gap is negative ({gap:.3g}): rounding exceeds it")
+        self._best.append(min(gap, self._best[-1]) if self._best else gap)
+        k = len(self._best) - 1
+        span = max(self.window, k // 2)
+        if k >= span and self._best[k] > self.STALL_DROP * self._best[k - span]:
+            return self.stop(stalled=True, status=f"the gap stopped falling (by less than "
+                              f"{1 - self.STALL_DROP:.0%} in the last {span} iterations)")
+        if self.n_iter == self.max_iter:
+            return self.stop(stalled=False, status=f"max_iter = {self.max_iter} reached")
+        return False
+
+    @staticmethod
+    def certifies(objective: float, gap: float, tol: float) -> bool:
+        """The certificate: a finite gap in [0, tol |objective|]."""
+        return math.isfinite(objective) and 0 <= gap <= tol * abs(objective)
+
+    def stop(self, stalled: bool, status: str) -> bool:
+        """Ends the run (a loop that cannot go on: status says why)."""
+        self.stalled, self.status = stalled, status
+        return True
 
     def step(self) -> None:
         self.n_iter += 1
+
+    @classmethod
+    def frank_wolfe_window(cls, n: int) -> int:
+        return max(cls.WINDOW, int(n))
+
+    @classmethod
+    def replay(cls, history: dict, max_iter: int, tol: float, window: int | None = None) -> "StoppingRule":
+        """The rule fed a finished run's history (the compiled loop's): where it
+        would have stopped and why."""
+        rule = cls(max_iter, tol, window)
+        for objective, gap in zip(history["objective"], history["gap"]):
+            if rule.done({"objective": objective, "gap": gap}):
+                break
+            rule.step()
+        return rule
 
 
 def solve(op: KernelOperator, problem: DualProblem, method: str = "apg", max_iter: int = 1000,
@@ -97,19 +161,65 @@ def solve(op: KernelOperator, problem: DualProblem, method: str = "apg", max_ite
     if op.n != problem.t.numel():
         raise ValueError(f"the kernel has {op.n} rows but there are {problem.t.numel()} labels")
     start = time.perf_counter()
-    alpha = problem.uniform_alpha() if alpha0 is None else alpha0.to(problem.t.dtype).clone()
+    alpha = problem.uniform_alpha() if alpha0 is None else alpha0.to(torch.float64).clone()
     problem.check_feasible(alpha)
     Ka = op.matvec(alpha * problem.t)
     if method == "apg":
         result = _apg(op, problem, alpha, Ka, int(max_iter), float(tol))
     else:
-        info = ops.fw_solve(alpha, Ka, problem.t, problem.coefs(), method="vanilla" if method == "paper" else "pairwise",
-                            max_iter=int(max_iter), tol=float(tol), **op.fw_source())
-        hist = {"objective": info["history_objective"].tolist(), "gap": info["history_gap"].tolist()}
-        result = SolveResult(alpha, Ka, hist["objective"][-1], hist["gap"][-1], info["n_iter"], 1,
-                             info["converged"], method, hist)
+        result = _compiled_frank_wolfe(op, problem, alpha, Ka, method, int(max_iter), float(tol))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _compiled_frank_wolfe(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor,
+                          method: str, max_iter: int, tol: float) -> SolveResult:
+    """The compiled loop (``ops.fw_solve``) in the kernel's dtype. For a float32
+    kernel its state is float32 too (the loop takes one dtype), so its last
+    state is re-certified in float64 and its history replayed through the
+    ``StoppingRule``. A float64 state over float32 columns needs the compiled
+    loop to take two dtypes (see the module docstring of ``kernel_operator``)."""
+    dtype = op.dtype
+    if dtype != torch.float64:
+        problem.check_range(dtype)
+    t = problem.t.to(dtype)
+    state, Ka_state = alpha.to(dtype), Ka.to(dtype)
+    info = ops.fw_solve(state, Ka_state, t, problem.coefs(), method="vanilla" if method == "paper" else "pairwise",
+                        max_iter=max_iter, tol=tol, **op.fw_source())
+    hist = {"objective": info["history_objective"].tolist(), "gap": info["history_gap"].tolist()}
+    if dtype == torch.float64:
+        alpha, Ka = state, Ka_state
+    else:
+        alpha = _feasible64(problem, state)
+        Ka = op.matvec(alpha * problem.t)
+        final = ops.dual_oracle(alpha, Ka, problem.t, problem.coefs())
+        hist["objective"][-1], hist["gap"][-1] = final["objective"], final["gap"]  # the float64 certificate
+    objective, gap = hist["objective"][-1], hist["gap"][-1]
+    converged = StoppingRule.certifies(objective, gap, tol)
+    rule = StoppingRule.replay(hist, max_iter, tol, StoppingRule.frank_wolfe_window(problem.t.numel()))
+    stalled = not converged and (rule.stalled or info["n_iter"] < max_iter)
+    if converged:
+        status = "converged"
+    elif rule.stalled:
+        status = f"{rule.status} (at iteration {rule.n_iter} of the {info['n_iter']} the compiled loop ran)"
+    elif info["n_iter"] < max_iter:  # the loop's own test passed in the kernel's dtype, or nothing left to move
+        status = (f"the compiled loop stopped at iteration {info['n_iter']} (its own {dtype} test passed, or "
+                  f"nothing was left to move) but the float64 gap is {gap:.3g}")
+    else:
+        status = f"max_iter = {max_iter} reached"
+    return SolveResult(alpha, Ka, objective, gap, info["n_iter"], 1, converged, method, hist, stalled=stalled,
+                       status=status)
+
+
+def _feasible64(problem: DualProblem, alpha: torch.Tensor) -> torch.Tensor:
+    """A lower-precision state as float64, each class scaled to its exact mass
+    (float32 sums are off by about 1e-7 of it; the gap bounds feasible points only)."""
+    out = alpha.to(torch.float64).clamp_min(0)
+    for mask, mu in ((problem.normal, problem.mu_normal), (~problem.normal, problem.mu_anomaly)):
+        total = float(out[mask].sum()) if bool(mask.any()) else 0.0
+        if total > 0:
+            out[mask] *= mu / total
+    return out
 
 
 def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor,
@@ -137,9 +247,9 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
     n_matvec = 2  # the start's product and the bound
     x, Kx, x_prev, Kx_prev = alpha, Ka, alpha, Ka
     theta = 1.0
-    # Objective values carry the rounding of K a in the data's precision: the
-    # upper-model test allows that much, so rounding cannot inflate L.
-    slack = 64 * torch.finfo(t.dtype).eps
+    # Objective values carry the rounding of float64 sums: the upper-model
+    # test allows that much, so rounding cannot inflate L.
+    slack = 64 * torch.finfo(torch.float64).eps
     rule = StoppingRule(max_iter, tol)
     while not rule.done(ops.dual_oracle(x, Kx, t, coefs)):
         rule.step()
@@ -168,7 +278,7 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
             x_prev, Kx_prev, x, Kx, theta = x, Kx, x_new, Kx_new, theta_next
     hist = rule.history
     return SolveResult(x, Kx, hist["objective"][-1], hist["gap"][-1], rule.n_iter, n_matvec, rule.converged, "apg",
-                       hist)
+                       hist, stalled=rule.stalled, status=rule.status)
 
 
 def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor, recovery: str = "kkt",

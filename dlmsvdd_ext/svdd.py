@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from . import kernels, ops, params
@@ -17,6 +18,7 @@ from .validation import check_features, check_gamma
 
 KERNELS = kernels.BACKENDS
 MEDIAN_SAMPLES = 2000  # rows the median bandwidth is estimated from (a seeded subset)
+NU_WITH_ANOMALIES = 1.2  # nu="auto" with labelled anomalies: the paper's value (without them nu is 1)
 
 
 def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
@@ -30,14 +32,14 @@ def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
 
 def _labels(y, n: int, like: torch.Tensor) -> torch.Tensor:
     if y is None:
-        return torch.ones(n, dtype=like.dtype, device=like.device)
+        return torch.ones(n, dtype=torch.float64, device=like.device)
     y_arr = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
     if y_arr.ndim != 1 or y_arr.shape[0] != n:
         raise ValueError(f"y must be 1-D with one label per sample ({n}), got shape {y_arr.shape}")
     if not np.all(np.isin(y_arr, (1, -1))):
         bad = np.unique(y_arr[~np.isin(y_arr, (1, -1))])[:5]
         raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}")
-    return torch.as_tensor(y_arr.astype(np.float64), dtype=like.dtype, device=like.device)
+    return torch.as_tensor(y_arr.astype(np.float64), device=like.device)
 
 
 def _synchronized_clock(device: torch.device) -> float:
@@ -52,11 +54,15 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     Parameters
     ----------
-    p : float > 1
-        Slack exponent of the primal; the dual uses q = p / (p - 1).
-    nu : float >= 1
+    p : float >= 1.1
+        Slack exponent of the primal; the dual uses q = p / (p - 1). Below
+        ``params.P_MIN`` = 1.1 the penalty alpha^q swamps the kernel term in
+        float64 (at the default c = 1/n), so such p are refused.
+    nu : float >= 1 or "auto"
         Margin weight; the normal weights sum to (nu + 1) / 2 and the anomalous
-        ones to (nu - 1) / 2. Without anomalies nu must be 1.
+        ones to (nu - 1) / 2. Without anomalies nu must be 1. "auto" (default):
+        the paper's 1.2 when y has anomalies, 1 (one-class SVDD) when not;
+        the value used is ``nu_``.
     c1, c2 : float or None
         Slack penalties of normal and anomalous samples (default 1/|I_N|, 1/|I_A|).
     gamma : "median", "per-epoch" or float
@@ -76,10 +82,23 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         See ``dlmsvdd_ext.solver``.
     max_iter, tol
         Stop after max_iter iterations or when the Frank-Wolfe gap is at most
-        tol times the dual objective.
-    cache_size : float
+        tol times the dual objective (or earlier, when it stops falling: see
+        ``dlmsvdd_ext.solver.StoppingRule``). A fit that ends without that
+        certificate leaves ``converged_ = False``, ``stalled_`` and a
+        ``sklearn.exceptions.ConvergenceWarning`` saying why.
+    cache_size : "auto" or float
         Memory budget in MB for the kernel matrix (materialised when it fits,
-        otherwise on-the-fly products and an LRU cache of columns).
+        otherwise on-the-fly products and an LRU cache of columns). "auto"
+        (default): half the memory free on the features' device when fitting
+        (``kernel_operator.cache_bytes``).
+    contamination : float in (0, 0.5] or "radius"
+        Where ``predict`` draws the line. A number: the fraction of the
+        training normals (y = +1) scored as anomalies; ``offset_`` is that
+        quantile of their ``score_samples``, as scikit-learn's and PyOD's
+        detectors do. Default 0.1 (PyOD's): a model fitted on normal data
+        calls 90% of it normal. "radius": the sphere of radius r (offset_ =
+        -r^2), the paper's boundary; at the paper's c = 1/n many normal
+        samples carry slack, so it can call most (or all) of them anomalous.
     recovery : "kkt" or "paper"
         How r^2 and rho^2 are recovered (see ``dlmsvdd_ext.solver.recover_boundary``).
     random_state : int or None
@@ -96,15 +115,15 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     Scores: ``dissimilarity(X)`` is the paper's f(x), the squared RKHS distance
     to the centre (higher = more anomalous); ``score_samples = -f`` (higher =
-    more normal); ``decision_function = r^2 - f``; ``predict`` gives +1 inside
-    the sphere of radius r, -1 outside.
+    more normal); ``decision_function = score_samples - offset_``; ``predict``
+    gives +1 where it is >= 0 (normal), -1 elsewhere.
     """
 
     _parameter_constraints = params.CONSTRAINTS
 
-    def __init__(self, *, p=2.0, nu=1.2, c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
-                 solver="apg", max_iter=1000, tol=1e-6, cache_size=1024, recovery="kkt", random_state=None,
-                 device=None, warm_start=False):
+    def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="median", kernel="exact", n_components=256,
+                 solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1, recovery="kkt",
+                 random_state=None, device=None, warm_start=False):
         self.p = p
         self.nu = nu
         self.c1 = c1
@@ -116,6 +135,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.cache_size = cache_size
+        self.contamination = contamination
         self.recovery = recovery
         self.random_state = random_state
         self.device = device
@@ -124,6 +144,12 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     def _check_params(self):
         params.check(self.get_params())
 
+    def _nu(self, n_anomaly: int) -> float:
+        """nu for a fit with n_anomaly labelled anomalies (resolves "auto")."""
+        if self.nu == "auto":
+            return NU_WITH_ANOMALIES if n_anomaly > 0 else 1.0
+        return self.nu
+
     def fit(self, X, y=None, *, restart: bool = False):
         """Fits on features X (n, d) with labels y in {+1 normal, -1 anomaly}
         (default all normal). ``restart`` solves the dual from its uniform start
@@ -131,7 +157,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self._check_params()
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
-        problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2)
+        problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2)
+        problem.check_range(X_t.dtype, scores_only=True)  # scores are computed in the features' dtype
         self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
             X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state))
         start = time.perf_counter()
@@ -145,8 +172,13 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.build_seconds_ = built - start
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
-        weights = None if backend.is_exact else backend.Z_.T @ (result.alpha * t)
-        return self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1])
+        weights = None if backend.is_exact else (operator.Z.T @ (result.alpha * t)).to(X_t.dtype)
+        self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu)
+        if self.contamination != "radius":
+            normal = t > 0
+            solver_scores = -(1.0 - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
+            self.offset_ = self._quantile(self._banded_scores(X_t[normal], solver_scores))
+        return self
 
     @staticmethod
     def sharded_solver(solver: str) -> str:
@@ -189,8 +221,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         if X_t.shape[0] != shard.size:
             raise ValueError(f"rank {shard.rank} has {X_t.shape[0]} rows; the split of {n} rows over "
                              f"{shard.world_size} processes gives it rows {shard.start}:{shard.stop}")
-        problem = DualProblem.from_labels(t, p=self.p, nu=self.nu, c1=self.c1, c2=self.c2,
+        problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(n_anomaly), c1=self.c1, c2=self.c2,
                                           counts=(n_normal, n_anomaly))
+        problem.check_range(X_t.dtype, scores_only=True)
         self.gamma_ = self._bandwidth(n, X_t.dtype, lambda: distributed.median_sq_distance(
             X_t, shard, max_samples=MEDIAN_SAMPLES, seed=self.random_state))
         start = time.perf_counter()
@@ -217,9 +250,12 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             X_all, weights = shard.gather(X_t), None
             backend.fit(X_all)
         else:
-            X_all, weights = None, shard.sum(backend.Z_.T @ a_local)
-        return self._store(X_all, t_all, shard.gather(result.alpha), backend, weights, result, boundary,
-                           X_t.shape[1])
+            X_all, weights = None, shard.sum(op.local.T @ a_local).to(X_t.dtype)
+        self._store(X_all, t_all, shard.gather(result.alpha), backend, weights, result, boundary, X_t.shape[1],
+                    problem.nu)
+        if self.contamination != "radius":  # every rank scores its rows; the quantile is over all normals
+            self.offset_ = self._quantile(shard.gather(self.score_samples(X_t))[t_all > 0])
+        return self
 
     def _bandwidth(self, n: int, dtype: torch.dtype, median) -> float:
         """gamma_ for this fit: the given number, or 1 / the median squared
@@ -247,12 +283,14 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.n_components_ = m
         return kernels.make(self.kernel, self.gamma_, m, self.random_state)
 
-    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int):
-        """The fitted attributes from a solve; X_t (all rows) is needed for the exact kernel only."""
+    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float):
+        """The fitted attributes from a solve; X_t (all rows) is needed for the
+        exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s)."""
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
         support = torch.as_tensor(self.support_, device=alpha.device)
         self.support_vectors_ = X_t[support].contiguous() if feature_weights is None else None
-        self.dual_coef_ = (alpha * t)[support].contiguous()  # a = alpha * t on the support
+        dtype = X_t.dtype if feature_weights is None else feature_weights.dtype
+        self.dual_coef_ = (alpha * t)[support].to(dtype).contiguous()  # a = alpha * t on the support
         self.backend_ = backend
         self.feature_weights_ = feature_weights
         self.alpha_ = alpha.cpu().numpy()
@@ -261,18 +299,55 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.gap_ = result.gap
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
+        self.stalled_ = result.stalled
         self.history_ = result.history
+        self.nu_ = nu
         self.aKa_ = boundary.aKa
         self.r2_, self.rho2_ = boundary.r2, boundary.rho2
         self.b_normal_, self.b_anomaly_ = boundary.b_normal, boundary.b_anomaly
-        self.offset_ = -self.r2_
+        self.offset_ = -self.r2_  # contamination="radius"; otherwise fit replaces it (_quantile)
         self.n_features_in_ = n_features
+        if not result.converged:
+            # APG's single step size meets the penalty alpha^q's curvature, which
+            # varies by orders of magnitude between weights for large q; pairwise
+            # Frank-Wolfe's exact line search does not (p = 1.1: 821 iterations).
+            hint = " For p < 1.5, solver='pairwise' converges where APG crawls." if (
+                result.method == "apg" and self.p < 1.5) else ""
+            warnings.warn(f"{type(self).__name__} stopped without its certificate after {result.n_iter} "
+                          f"iterations: {result.status}; relative gap {result.gap / abs(result.objective):.3g} "
+                          f"(tol {self.tol:g}). Raise max_iter or loosen tol.{hint}",
+                          ConvergenceWarning, stacklevel=3)
         return self
+
+    QUANTILE_BAND = 64  # training normals on either side of the quantile that are re-scored
+
+    def _banded_scores(self, X_normal: torch.Tensor, solver_scores: torch.Tensor) -> np.ndarray:
+        """The training normals' scores as ``score_samples`` gives them, where
+        that decides the quantile: the solver's float64 scores (-(1 - 2 K a +
+        a^T K a), already computed) with the ``QUANTILE_BAND`` samples on
+        either side of the quantile re-scored by ``score_samples`` (one kernel
+        product of the whole set would cost as much as a solver iteration, and
+        far more for an approximation's feature map). The two paths differ by
+        rounding (1e-7 in float32), so predict on the training data flags the
+        contamination fraction exactly unless more than QUANTILE_BAND normals
+        score within that rounding of the quantile."""
+        scores = solver_scores.detach().cpu().numpy().astype(np.float64)
+        k = int(np.floor(self.contamination * (len(scores) - 1)))
+        band = np.argsort(scores, kind="stable")[max(0, k - self.QUANTILE_BAND): k + self.QUANTILE_BAND + 2]
+        rows = torch.as_tensor(band, device=X_normal.device)
+        scores[band] = self.score_samples(X_normal[rows]).detach().cpu().numpy()
+        return scores
+
+    def _quantile(self, normal_scores) -> float:
+        """offset_ from the training normals' score_samples: their ``contamination``
+        quantile (that fraction of them falls below it), as IsolationForest does."""
+        scores = normal_scores.detach().cpu().numpy() if isinstance(normal_scores, torch.Tensor) else normal_scores
+        return float(np.percentile(np.asarray(scores, dtype=np.float64), 100.0 * self.contamination))
 
     def _warm_alpha(self, t: torch.Tensor):
         if not self.warm_start or not hasattr(self, "alpha_") or not np.array_equal(self.labels_, t.cpu().numpy()):
             return None
-        return torch.as_tensor(self.alpha_, dtype=t.dtype, device=t.device)
+        return torch.as_tensor(self.alpha_, dtype=torch.float64, device=t.device)
 
     def _kernel_weights(self, X_t: torch.Tensor) -> torch.Tensor:
         """k(x)^T a: fused and memory-light without autograd, differentiable in X_t with it."""
@@ -315,12 +390,12 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return self._out(-f, numpy_like)
 
     def decision_function(self, X):
-        """r^2 - f(x): positive inside the sphere (normal)."""
+        """score_samples - offset_: >= 0 normal (see ``contamination``)."""
         f, numpy_like = self._scored(X)
         return self._out(-f - self.offset_, numpy_like)
 
     def predict(self, X):
-        """+1 (normal) inside the sphere of radius r, -1 outside."""
+        """+1 (normal) where decision_function >= 0, -1 (anomaly) elsewhere."""
         f, numpy_like = self._scored(X)
         labels = torch.where(-f - self.offset_ >= 0, 1, -1)
         return self._out(labels, numpy_like)
@@ -328,7 +403,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_")
 
     def state_dict(self) -> dict:
         """Hyper-parameters and the fitted boundary: alpha, labels, the support
@@ -348,7 +423,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "LpSVDD":
-        model = cls(**state["params"], device=device)
+        # States saved before contamination, stalled_ and nu_ were kept decided by the sphere (their offset_ is -r^2).
+        model = cls(**{"contamination": "radius", **state["params"]}, device=device)
+        model.stalled_, model.nu_ = False, model.nu
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()

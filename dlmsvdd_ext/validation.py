@@ -32,16 +32,28 @@ def check_features(X, name: str = "X") -> torch.Tensor:
     return torch.from_numpy(arr)
 
 
-def check_gamma(gamma, dtype: torch.dtype | None = None) -> float:
-    """A numeric bandwidth: positive, finite, and (with ``dtype``) such that
-    gamma times a squared distance of that dtype's range stays finite."""
+def check_gamma(gamma, dtype=None) -> float:
+    """A numeric bandwidth: positive, finite, and (with ``dtype``, torch's or
+    numpy's) representable in that dtype, where the kernels use it: not above
+    its largest value and not rounding to 0 (gamma times a squared distance
+    may still overflow to inf; exp(-inf) = 0 is then the right kernel value)."""
     try:
         value = float(gamma)
     except (TypeError, ValueError):
         raise ValueError(f"gamma must be a positive finite number, got {gamma!r}") from None
     if not (value > 0 and math.isfinite(value)):
         raise ValueError(f"gamma must be a positive finite number, got {gamma!r}")
-    if dtype is not None and value > torch.finfo(dtype).max:
-        raise ValueError(f"gamma = {value:g} does not fit in {dtype} (largest {torch.finfo(dtype).max:g}); "
-                         "use float64 features or a smaller gamma")
+    if dtype is not None:
+        finfo = torch.finfo(dtype) if isinstance(dtype, torch.dtype) else np.finfo(dtype)
+        if value > float(finfo.max):
+            raise ValueError(f"gamma = {value:g} does not fit in {dtype} (largest {float(finfo.max):g}); "
+                             "use float64 features or a smaller gamma")
+        as_dtype = np.dtype(_numpy_dtype(dtype))
+        if np.asarray(value, dtype=as_dtype) == 0:
+            raise ValueError(f"gamma = {value:g} rounds to 0 in {dtype} (smallest "
+                             f"{float(np.finfo(as_dtype).smallest_subnormal):g}); use float64 features or a larger gamma")
     return value
+
+
+def _numpy_dtype(dtype):
+    return {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}.get(dtype, dtype)

@@ -58,6 +58,28 @@ def test_output_aliasing_an_input_is_refused():
         _C.rbf_gram(G, G, G, gamma=1.0)
 
 
+def test_output_overlapping_an_input_is_refused():
+    """Not just the same start: any overlap (the kernel would read entries it
+    has already overwritten)."""
+    X, V, _ = _inputs()
+    buf = torch.zeros(18, dtype=torch.float64)
+    buf[:12] = V
+    with pytest.raises(ValueError, match="out: must not share memory with V"):
+        _C.rbf_matvec(X, X, buf[:12], buf[6:18], gamma=1.0)
+    G = torch.zeros(20, 12, dtype=torch.float64)
+    G[8:] = X @ torch.ones(5, 12, dtype=torch.float64)
+    with pytest.raises(ValueError, match="out: must not share memory with X"):
+        _C.rbf_gram(G[8:], G[8:], G[:12], gamma=1.0)
+    alpha = torch.full((13,), 1 / 12, dtype=torch.float64)
+    t = torch.ones(12, dtype=torch.float64)
+    hist = torch.empty(3, dtype=torch.float64)
+    K = torch.eye(12, dtype=torch.float64)
+    with pytest.raises(ValueError, match="alpha: must not share memory with Ka"):
+        _C.fw_solve(alpha[:12], alpha[1:], t, {"q": 2.0, "pen_normal": 1.0, "pen_anomaly": 1.0, "mu_normal": 1.0,
+                                                 "mu_anomaly": 0.0}, "pairwise", 2, 0.0, 0, hist, hist.clone(),
+                    "dense", K)
+
+
 def test_symmetric_flag_requires_the_same_array():
     X, V, _ = _inputs()
     with pytest.raises(ValueError, match="symmetric=True requires Y to be the same array as X"):

@@ -37,8 +37,10 @@ SUMS = ["alpha_dot_g", "quadratic", "penalty", "objective", "gap"]
 
 
 def assert_oracles_match(alpha, Ka, t, coefs):
-    cpu = ops.dual_oracle(alpha, Ka, t, coefs)
-    emu = ops.dual_oracle(alpha, Ka, t, coefs, cuda_emulation=True)
+    # shard=True: random labels may leave a class empty whatever the coefficients;
+    # the checks of a whole problem's labels are tested at the end.
+    cpu = ops.dual_oracle(alpha, Ka, t, coefs, shard=True)
+    emu = ops.dual_oracle(alpha, Ka, t, coefs, cuda_emulation=True, shard=True)
     # Same per-element arithmetic (dual_math.h, same compiler): the atoms and
     # their gradients are identical, ties included.
     for key in INDICES + GRADIENTS:
@@ -139,10 +141,10 @@ def fw_problem():
 
 
 def run_fw(source, matrix, K, t, gamma, dtype, method, cuda_emulation, max_iter, tol=0.0, cache_slots=3):
-    prob = DualProblem.from_labels(t.to(dtype), p=2.0, nu=1.2)
-    alpha = prob.uniform_alpha()
-    Ka = K.to(dtype) @ (alpha * prob.t)
-    info = ops.fw_solve(alpha, Ka, prob.t, prob.coefs(), method=method, max_iter=max_iter, tol=tol,
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    alpha, t_run = prob.uniform_alpha().to(dtype), prob.t.to(dtype)  # the compiled loop in dtype itself
+    Ka = K.to(dtype) @ (alpha * t_run)
+    info = ops.fw_solve(alpha, Ka, t_run, prob.coefs(), method=method, max_iter=max_iter, tol=tol,
                         source=source, matrix=matrix.to(dtype), gamma=gamma, cache_slots=cache_slots,
                         cuda_emulation=cuda_emulation)
     return alpha, Ka, info
@@ -195,6 +197,94 @@ def test_fw_solve_converges_with_cache_hits():
     info = runs[1][2]
     assert info["converged"] and 0 < info["n_iter"] < 300
     assert info["cache_hits"] > 0 and info["cache_misses"] > 16
+
+
+# ---- a float64 state over float32 columns
+
+
+@pytest.mark.parametrize("cuda_emulation", [False, True])
+@pytest.mark.parametrize("method", ["vanilla", "pairwise"])
+def test_float64_state_over_float32_k_is_the_widened_run(fw_problem, method, cuda_emulation):
+    """Over a float32 K the float64 state reads each entry widened: the very
+    run over K32 converted to float64 (a copy the loop no longer needs)."""
+    X, t, gamma, K, Z = fw_problem
+    K32 = K.float()
+    runs = []
+    for matrix in (K32, K32.double()):
+        prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+        alpha = prob.uniform_alpha()
+        Ka = K32.double() @ (alpha * prob.t)
+        info = ops.fw_solve(alpha, Ka, prob.t, prob.coefs(), method=method, max_iter=40, tol=0.0, source="dense",
+                            matrix=matrix, cuda_emulation=cuda_emulation)
+        runs.append((alpha, Ka, info))
+    (a0, k0, i0), (a1, k1, i1) = runs
+    assert a0.dtype == k0.dtype == torch.float64
+    assert i0["n_iter"] == i1["n_iter"] == 40
+    assert torch.equal(a0, a1) and torch.equal(k0, k1)
+    assert torch.equal(i0["history_objective"], i1["history_objective"])
+    assert torch.equal(i0["history_gap"], i1["history_gap"])
+
+
+@pytest.mark.parametrize("source", ["features", "factor"])
+def test_float64_state_over_float32_columns_certifies_below_float32(source):
+    """float32 features (or factor) with a float64 state: pairwise reaches a
+    relative gap of 1e-10, far below float32's rounding (1e-7), at the
+    optimum of the float64 problem up to the float32 columns' error."""
+    X, t, gamma = separated_problem(2, 120)
+    K = ops.rbf_gram(X, None, gamma)
+    w, U = torch.linalg.eigh(K)
+    Z = (U[:, -30:] * w[-30:].sqrt()).contiguous()
+    matrix64 = X if source == "features" else Z
+    K_used = K if source == "features" else Z @ Z.T
+    runs = {}
+    for dtype, tol in ((torch.float32, 1e-10), (torch.float64, 1e-12)):  # float32 columns; the float64 problem
+        prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+        alpha = prob.uniform_alpha()
+        Ka = K_used @ (alpha * prob.t)
+        info = ops.fw_solve(alpha, Ka, prob.t, prob.coefs(), method="pairwise", max_iter=3000, tol=tol,
+                            source=source, matrix=matrix64.to(dtype), gamma=gamma, cache_slots=16)
+        assert info["converged"] and info["stop"] == "converged", info["stop"]
+        assert alpha.dtype == Ka.dtype == torch.float64
+        obj, gap = float(info["history_objective"][-1]), float(info["history_gap"][-1])
+        assert 0 <= gap <= tol * obj
+        runs[dtype] = (alpha, obj)
+    (a32, obj32), (a64, obj64) = runs[torch.float32], runs[torch.float64]
+    assert abs(obj32 - obj64) <= 1e-5 * obj64  # float32 columns: K off by ~1e-7
+    assert float((a32 - a64).abs().max()) <= 1e-3 * float(a64.abs().max())
+
+
+@pytest.mark.parametrize("method", ["vanilla", "pairwise"])
+@pytest.mark.parametrize("source", ["features", "factor"])
+def test_float64_state_over_float32_columns_emulated_matches_cpu(fw_problem, source, method):
+    X, t, gamma, K, Z = fw_problem
+    matrix = (X if source == "features" else Z).float()
+    K_used = K if source == "features" else Z @ Z.T
+    runs = []
+    for cuda_emulation in (False, True):
+        prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+        alpha = prob.uniform_alpha()
+        Ka = K_used @ (alpha * prob.t)
+        info = ops.fw_solve(alpha, Ka, prob.t, prob.coefs(), method=method, max_iter=10, tol=0.0, source=source,
+                            matrix=matrix, gamma=gamma, cache_slots=3, cuda_emulation=cuda_emulation)
+        assert alpha.dtype == torch.float64
+        runs.append((alpha, Ka, info))
+    assert_runs_match(*runs, torch.float32)  # the columns differ by float32 rounding
+
+
+def test_column_dtype_pairs():
+    X, t, gamma = separated_problem(3, 20)
+    K = ops.rbf_gram(X, None, gamma)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    args = dict(method="pairwise", max_iter=3, tol=0.0, source="dense")
+    alpha32 = prob.uniform_alpha().float()
+    with pytest.raises(TypeError, match="K: dtype float64 with a float32 state"):
+        ops.fw_solve(alpha32, (K.float() @ (alpha32 * prob.t.float())), prob.t.float(), prob.coefs(), matrix=K, **args)
+    alpha = prob.uniform_alpha()
+    hist = torch.empty(4, dtype=torch.float64)
+    cache = torch.empty(2, 20, dtype=torch.float64)  # the cache takes the columns' dtype
+    with pytest.raises(TypeError, match="cache: dtype float64 does not match X"):
+        _C.fw_solve(alpha, K @ (alpha * prob.t), prob.t, prob.coefs(), "pairwise", 3, 0.0, 0, hist, hist.clone(),
+                    "features", X.float(), gamma, cache)
 
 
 # ---- arguments

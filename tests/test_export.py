@@ -197,7 +197,7 @@ def test_the_optional_packages_are_optional(trained, tmp_path):
               "import dlmsvdd, dlmsvdd_ext\nfrom dlmsvdd.cli import build_parser, main\nbuild_parser()\n"
               f"sys.exit(main(['export', {str(tmp_path / 'model.pt')!r}]))\n")
     trained.save(tmp_path / "model.pt")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert done.returncode == 2, done.stderr
     assert "ONNX export needs the export extra: pip install 'dlmsvdd[export]'" in done.stderr

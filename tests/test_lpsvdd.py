@@ -1,33 +1,39 @@
 """LpSVDD, the scikit-learn estimator."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils.estimator_checks import check_estimator
 
-from dlmsvdd_ext import LpSVDD
+from dlmsvdd_ext import LpSVDD, params
+from benchmarks.features import clustered_features
 
 
 class _FitsWithoutLabels(LpSVDD):
     """scikit-learn's generic checks pass arbitrary class labels (0, 1, 2, ...) as y;
     LpSVDD's y is the +1/-1 anomaly supervision and it refuses anything else.
-    This adapter fits without labels (one-class) so every other check runs on
-    the real estimator."""
+    This adapter only drops y (fits one-class); every parameter is LpSVDD's own."""
 
     def fit(self, X, y=None):
         return super().fit(X)
 
 
 def test_scikit_learn_check_estimator():
-    """All 46 checks of check_estimator pass (pandas and array-API ones are
-    skipped when those are not installed), with two documented adjustments:
-    y is dropped (see _FitsWithoutLabels), and c1 = 0.5 instead of 1/n,
-    because with c1 = 1/n the fitted sphere can exclude every training sample
-    (b_N < 0, a valid solution) while the outlier checks expect some inliers."""
-    results = check_estimator(_FitsWithoutLabels(nu=1.0, c1=0.5), on_fail=None)
+    """All 46 checks of check_estimator pass with the default parameters
+    (pandas and array-API ones are skipped when those are not installed),
+    the outlier checks' contamination included; only y is dropped (see
+    _FitsWithoutLabels)."""
+    estimator = _FitsWithoutLabels()
+    assert estimator.get_params() == LpSVDD().get_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # every fit of the checks is certified
+        results = check_estimator(estimator, on_fail=None)
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert not failed
     assert sum(r["status"] == "passed" for r in results) >= 40
@@ -54,9 +60,11 @@ def test_scores_follow_the_definitions():
     f_ref = 1 - 2 * rbf_kernel(Xt, X, gamma=m.gamma_) @ a + a @ K @ a
     np.testing.assert_allclose(m.dissimilarity(Xt), f_ref, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(m.score_samples(Xt), -f_ref, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(m.decision_function(Xt), m.r2_ - f_ref, rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(m.predict(Xt), np.where(m.r2_ - f_ref >= 0, 1, -1))
-    assert m.offset_ == -m.r2_
+    np.testing.assert_allclose(m.decision_function(Xt), -f_ref - m.offset_, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(m.predict(Xt), np.where(-f_ref - m.offset_ >= 0, 1, -1))
+    # offset_: the 10% quantile (contamination) of the training normals' scores
+    f_train = 1 - 2 * K @ a + a @ K @ a
+    assert m.offset_ == pytest.approx(np.percentile(-f_train[y > 0], 10), abs=1e-10)
     assert m.b_normal_ <= m.r2_ <= m.b_anomaly_
     assert m.rho2_ == pytest.approx((m.b_anomaly_ - m.b_normal_) / 2)
     # Weights: feasible, the support holds every positive weight.
@@ -109,8 +117,11 @@ def test_digits_one_vs_rest_is_a_good_detector():
     ({}, [1, 1, 0, 1], r"y must hold \+1 \(normal\) or -1"),
     ({}, [-1, -1, -1, -1], "no normal samples"),
     ({"nu": 0.9}, [1, 1, -1, 1], "nu must be >= 1"),
-    ({}, [1, 1, 1, 1], "without anomalies nu must be 1"),
-    ({"p": 1.0}, [1, 1, -1, 1], "p must be a finite number > 1"),
+    ({"nu": 1.2}, [1, 1, 1, 1], "without anomalies nu must be 1"),
+    ({"p": 1.0}, [1, 1, -1, 1], "p must be >= 1.1"),
+    ({"contamination": 0.0}, [1, 1, -1, 1], r"contamination must be a number in \(0, 0.5\] or 'radius'"),
+    ({"contamination": 0.6}, [1, 1, -1, 1], "contamination must be"),
+    ({"cache_size": "all"}, [1, 1, -1, 1], "cache_size must be 'auto' or a positive number"),
     ({"gamma": 0.0}, [1, 1, -1, 1], "gamma must be 'median' or a positive number"),
     ({"gamma": -2.0}, [1, 1, -1, 1], "gamma must be 'median' or a positive number"),
     ({"c1": 0.0}, [1, 1, -1, 1], "c1 must be a positive"),
@@ -177,3 +188,132 @@ def test_warm_start_resumes_from_the_previous_optimum():
     y_other = y.copy()
     y_other[0] = -y_other[0]  # other labels: a cold start
     assert LpSVDD(warm_start=True, tol=1e-8).fit(X, y).fit(X, y_other).n_iter_ > 1
+
+
+# ---- decisions without labelled anomalies (issue 14, item 1)
+
+def _readme_data():
+    """The README's five-line example: 400 normal, 100 anomalous in 16-d."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((500, 16))
+    X[400:] += 3
+    return X, np.r_[np.ones(400), -np.ones(100)]
+
+
+def test_readme_example_calls_most_training_normals_normal():
+    """It flagged 172 of its 400 training normals (the sphere's r^2 = 0.575
+    as the threshold); the contamination quantile calls 90% of them normal
+    and still flags every anomaly."""
+    X, y = _readme_data()
+    model = LpSVDD(p=2.0, nu=1.2).fit(X, y)
+    assert roc_auc_score(y < 0, model.dissimilarity(X)) == 1.0
+    assert (model.predict(X[:400]) == 1).sum() == 360
+    assert (model.predict(X[400:]) == -1).all()
+
+
+def test_one_class_fit_calls_most_of_its_data_normal():
+    """LpSVDD(nu=1).fit(X).predict(X) was -1 everywhere (r^2 = -0.38 at c1 = 1/n)."""
+    X, _ = _readme_data()
+    for model in (LpSVDD(nu=1).fit(X[:400]), LpSVDD().fit(X[:400])):
+        assert model.nu_ == 1.0
+        assert (model.predict(X[:400]) == 1).mean() == pytest.approx(0.9, abs=0.01)
+        assert (model.predict(X[400:]) == -1).mean() >= 0.95  # anomalies it never saw
+
+
+@pytest.mark.parametrize("contamination", [0.02, 0.1, 0.5])
+@pytest.mark.parametrize("kernel,dtype,n", [("exact", np.float64, 120), ("exact", np.float32, 3000),
+                                            ("rff", np.float32, 3000), ("nystrom", np.float64, 3000)])
+def test_offset_is_the_contamination_quantile_of_the_training_normals(contamination, kernel, dtype, n):
+    """offset_ is numpy's quantile of score_samples on the training normals,
+    though the fit re-scores only the samples around it (_banded_scores)."""
+    X, y = _two_blobs(5, n=n)
+    X = X.astype(dtype)
+    m = LpSVDD(contamination=contamination, kernel=kernel, n_components=32, random_state=0).fit(X, y)
+    normal_scores = m.score_samples(X[y > 0])
+    assert m.offset_ == np.percentile(normal_scores.astype(np.float64), 100 * contamination)
+    flagged = (m.predict(X[y > 0]) == -1).sum()
+    assert abs(flagged - contamination * (y > 0).sum()) <= 1
+    np.testing.assert_array_equal(m.predict(X), np.where(m.decision_function(X) >= 0, 1, -1))
+
+
+def test_radius_threshold_is_the_sphere_on_request():
+    X, y = _readme_data()
+    m = LpSVDD(contamination="radius").fit(X, y)
+    assert m.offset_ == -m.r2_
+    f = m.dissimilarity(X)
+    np.testing.assert_array_equal(m.predict(X), np.where(f <= m.r2_, 1, -1))
+    assert 0 < (m.predict(X[:400]) == 1).sum() < 400  # the paper's boundary: many normals carry slack
+
+
+def test_nu_auto_is_the_papers_value_with_anomalies():
+    X, y = _two_blobs(6)
+    with_labels = LpSVDD().fit(X, y)
+    assert with_labels.nu_ == 1.2 and with_labels.alpha_[y > 0].sum() == pytest.approx(1.1)
+    assert with_labels.objective_ == LpSVDD(nu=1.2).fit(X, y).objective_
+
+
+# ---- certificates (items 2, 3, 4) and bad values (item 7)
+
+@pytest.mark.parametrize("cache_size", ["auto", 2.0])  # K in float64; K in float32 (2 MB holds 600^2 x 4 B only)
+def test_float32_features_reach_the_float64_certificate(cache_size):
+    """float32 features and a tolerance below float32's rounding: the float32
+    state 'converged' on a negative gap (-7.6e-8 of the objective) before; a
+    float64 state reaches 1e-9 in the float64 iteration count."""
+    X, t = clustered_features(400, 200, 256, seed=0)
+    ref = LpSVDD(tol=1e-9, max_iter=300, gamma=0.51).fit(X.double(), t)
+    m = LpSVDD(tol=1e-9, max_iter=300, gamma=0.51, cache_size=cache_size).fit(X, t)
+    assert m.converged_ and not m.stalled_
+    assert 0 <= m.gap_ <= 1e-9 * m.objective_
+    assert m.n_iter_ <= ref.n_iter_ + 3
+    assert m.objective_ == pytest.approx(ref.objective_, rel=1e-6)  # float32 vs float64 kernel entries
+
+
+def test_a_fit_stopped_short_warns():
+    X, y = _two_blobs(7)
+    with pytest.warns(ConvergenceWarning, match="max_iter = 2 reached"):
+        m = LpSVDD(max_iter=2).fit(X, y)
+    assert not m.converged_ and not m.stalled_
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert LpSVDD().fit(X, y).converged_  # a certified fit is silent
+
+
+@pytest.mark.parametrize("p", [1.02, 1.001, 1.0999])
+def test_p_near_one_is_refused_naming_the_smallest_supported(p):
+    """p = 1.02 certified a gap of -40 with r^2 = -2.5e16; p = 1.001 raised OverflowError."""
+    X, y = _readme_data()
+    with pytest.raises(ValueError, match=r"p must be >= 1\.1, .*smallest supported"):
+        LpSVDD(p=p).fit(X, y)
+    assert params.P_MIN == 1.1
+    params.check({"p": 1.1})  # the bound itself is supported
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kwargs", [{"nu": 1e300}, {"nu": 1e160}, {"p": 1.1, "c1": 1e-300}])
+def test_values_that_overflow_the_dual_are_refused(kwargs, dtype):
+    """nu = 1e300 ended in an IndexError (float64) or a RuntimeError (float32)."""
+    X, y = _two_blobs(8)
+    with pytest.raises(ValueError, match="overflow torch.float64"):
+        LpSVDD(**kwargs).fit(X.astype(dtype), y)
+
+
+def test_a_large_nu_is_checked_in_the_features_dtype():
+    """Scores (up to nu^2) are computed in the features' dtype: nu = 1e20 fits
+    float64 but not float32, where the scores became inf."""
+    X, y = _two_blobs(8)
+    m = LpSVDD(nu=1e20).fit(X, y)
+    assert m.converged_ and np.isfinite(m.objective_) and np.isfinite(m.offset_)
+    assert m.alpha_[y < 0].sum() == pytest.approx(0.5e20 - 0.5)
+    with pytest.raises(ValueError, match="overflow torch.float32 .* or float64 features"):
+        LpSVDD(nu=1e20).fit(X.astype(np.float32), y)
+
+
+def test_a_state_saved_before_contamination_keeps_deciding_by_the_sphere():
+    X, y = _two_blobs(9)
+    state = LpSVDD(contamination="radius").fit(X, y).state_dict()
+    del state["params"]["contamination"]  # the format before issue 14
+    for key in ("stalled_", "nu_"):
+        del state["scalars"][key]
+    old = LpSVDD.from_state_dict(state)
+    assert old.contamination == "radius" and old.offset_ == -old.r2_ and not old.stalled_
+    np.testing.assert_array_equal(old.predict(X), np.where(old.dissimilarity(X) <= old.r2_, 1, -1))

@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from dlmsvdd.training import checkpoints
-
 EPOCHS = 10
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # the same thread count for every run: the same rounding
 
@@ -64,6 +62,8 @@ def _stop_after_a_checkpoint(process: subprocess.Popen, folder, sig) -> int:
     process.send_signal(sig)
     _finish(process)
     assert not (folder / "model.pt").exists(), "the run finished before it could be stopped"
+    from dlmsvdd.training import checkpoints
+
     return checkpoints.read(path, checkpoints.TRAINING)["next_epoch"]
 
 
@@ -138,6 +138,7 @@ def test_resume_refuses_other_settings_and_finished_runs(tmp_path, uninterrupted
 def test_a_checkpoint_written_by_another_configuration_is_refused(tmp_path):
     """DLMSVDD.fit(resume=True) checks the state it continues was written by the same configuration."""
     from dlmsvdd import TrainConfig, datasets, tasks
+    from dlmsvdd.training import checkpoints
     from dlmsvdd.training.trainer import DLMSVDD
 
     task = tasks.make_task(datasets.digits(), normal_class=2, ratio=0.2, seed=0)
@@ -155,6 +156,8 @@ def test_a_checkpoint_written_by_another_configuration_is_refused(tmp_path):
 
 def test_the_random_generators_come_back():
     import random
+
+    from dlmsvdd.training import checkpoints
 
     states = checkpoints.rng_states()
     expected = (torch.rand(3), np.random.rand(3), random.random())

@@ -7,10 +7,10 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from dlmsvdd_ext import ops
+from dlmsvdd_ext import kernel_operator, ops
 from dlmsvdd_ext.dual import DualProblem, project_simplex
 from dlmsvdd_ext.kernel_operator import DenseKernel, LowRankKernel, RbfOnTheFly, exact_rbf_operator
-from dlmsvdd_ext.solver import recover_boundary, solve
+from dlmsvdd_ext.solver import StoppingRule, recover_boundary, solve
 
 from conftest import rbf_reference
 
@@ -179,10 +179,124 @@ def test_float32_reaches_the_default_tolerance():
     prob64 = DualProblem.from_labels(t, p=2.0, nu=1.2)
     ref = solve(exact_rbf_operator(X, gamma), prob64, tol=1e-10)
     prob32 = DualProblem.from_labels(t.float(), p=2.0, nu=1.2)
+    assert prob32.t.dtype == torch.float64  # the state is float64 whatever the labels came as
     for method in ("apg", "pairwise"):
         r = solve(exact_rbf_operator(X.float(), gamma), prob32, method=method, max_iter=5000, tol=1e-6)
         assert r.converged, method
         assert abs(r.objective - ref.objective) <= 2e-6 * ref.objective
+
+
+# ---- float64 products and certificates over float32 kernels (issue 14, items 2 and 3)
+
+def test_products_are_float64_sums_whatever_the_kernels_dtype():
+    """K, Z and X in float32; v in float64: K v accumulated in float64 (the
+    float32 entries exactly as stored), against numpy in float64."""
+    X, t, gamma = make_problem(12, 300, True)
+    X32 = X.float()
+    v = torch.from_numpy(np.random.default_rng(0).standard_normal(300))
+    K32 = ops.rbf_gram(X32, None, gamma)
+    ref = K32.double().numpy() @ v.numpy()
+    out = DenseKernel(K32).matvec(v)
+    assert out.dtype == torch.float64
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-13, atol=1e-13)
+    Z32 = torch.from_numpy(np.random.default_rng(1).standard_normal((300, 17))).float()
+    Z = Z32.double().numpy()
+    np.testing.assert_allclose(LowRankKernel(Z32).matvec(v).numpy(), Z @ (Z.T @ v.numpy()), rtol=1e-12, atol=1e-12)
+    # on the fly: the exact kernel of the float32 features, computed in float64
+    K_ref = rbf_reference(X32.double().numpy(), X32.double().numpy(), gamma)
+    np.testing.assert_allclose(RbfOnTheFly(X32, gamma, 1 << 16).matvec(v).numpy(), K_ref @ v.numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_a_float32_kernels_frank_wolfe_is_certified_in_float64():
+    """The compiled loop runs a float32 state over a float32 K; the certificate
+    it reports is the float64 one at the returned (feasible) alpha."""
+    X, t, gamma = make_problem(13, 200, True)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    K32 = ops.rbf_gram(X.float(), None, gamma)
+    for tol in (1e-4, 1e-9):
+        r = solve(DenseKernel(K32), prob, method="pairwise", max_iter=20000, tol=tol)
+        alpha, tt = r.alpha.numpy(), t.numpy()
+        assert r.alpha.dtype == torch.float64
+        assert abs(alpha[tt > 0].sum() - prob.mu_normal) <= 1e-14 and abs(alpha[tt < 0].sum() - prob.mu_anomaly) <= 1e-14
+        K = K32.double().numpy()
+        pen = np.where(tt > 0, prob.coefs()["pen_normal"], prob.coefs()["pen_anomaly"])
+        g = 2 * tt * (K @ (alpha * tt)) + 2 * pen * alpha
+        gap = alpha @ g - prob.mu_normal * g[tt > 0].min() - prob.mu_anomaly * g[tt < 0].min()
+        F = pen @ alpha ** 2 + (alpha * tt) @ K @ (alpha * tt)
+        assert r.gap == pytest.approx(gap, rel=1e-6, abs=1e-15) and r.objective == pytest.approx(F, rel=1e-12)
+        assert r.converged == (0 <= r.gap <= tol * r.objective)
+    assert not r.converged and r.stalled  # 1e-9 is below what a float32 state resolves ...
+    assert "float64 gap" in r.status or "stopped falling" in r.status  # ... and it says so
+
+
+# ---- the stopping rule
+
+def _replay(gaps, tol=1e-6, max_iter=10**6, window=None):
+    return StoppingRule.replay({"objective": [1.0] * len(gaps), "gap": list(gaps)}, max_iter, tol, window)
+
+
+def test_negative_or_non_finite_gaps_never_certify():
+    for bad in (-1e-12, -40.0, float("nan"), float("inf")):
+        rule = _replay([1e-2, 1e-3, bad, 1e-9])
+        assert rule.n_iter == 2 and not rule.converged and rule.stalled, bad
+    rule = StoppingRule(10, 1e-6)
+    assert rule.done({"objective": float("inf"), "gap": 0.0}) and not rule.converged
+    assert _replay([1e-2, 0.0]).converged and _replay([1e-2, 1e-6]).converged  # the tolerance itself passes
+
+
+def test_a_gap_that_stops_falling_stalls():
+    flat = [1e-3 * 0.5 ** k for k in range(20)] + [1.5e-9 * (1 + 0.01 * np.sin(k)) for k in range(500)]
+    rule = _replay(flat, tol=1e-10)
+    assert rule.stalled and not rule.converged and "stopped falling" in rule.status
+    assert rule.n_iter <= 2 * 20 + StoppingRule.WINDOW  # stops within the window after the floor
+    # slow but steady rates go on: vanilla Frank-Wolfe's 1/t; pairwise Frank-Wolfe's
+    # linear rate close to 1 (two of n = 1000 weights move per step: its window is n)
+    for gaps, window in (([1.0 / (k + 1) for k in range(5000)], None),
+                         ([0.9995 ** k for k in range(5000)], StoppingRule.frank_wolfe_window(1000))):
+        rule = _replay(gaps, tol=1e-12, max_iter=4999, window=window)
+        assert not rule.stalled and rule.n_iter == 4999 and rule.status == "max_iter = 4999 reached"
+    assert _replay([0.9995 ** k for k in range(5000)], tol=1e-12).stalled  # as APG iterations: stalled
+
+
+def test_a_solve_below_the_rounding_floor_stops_and_says_so():
+    """tol = 0 cannot be met in floating point: the solver stops once the gap
+    stops falling (or turns negative) instead of running all of max_iter."""
+    X, t, gamma = make_problem(14, 60, True)
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    r = solve(exact_rbf_operator(X, gamma), prob, tol=0.0, max_iter=100000)
+    assert r.stalled and not r.converged and r.n_iter < 1000
+    assert r.gap <= 1e-13 * r.objective  # it got to float64's floor first
+
+
+# ---- the memory budget (item 9)
+
+def test_cache_size_auto_is_half_the_free_memory():
+    with open("/proc/meminfo") as f:
+        free = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    try:  # a container's limit (cgroup v2) caps it
+        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        if limit != "max":
+            free = min(free, int(limit) - int(open("/sys/fs/cgroup/memory.current").read()))
+    except OSError:
+        pass
+    assert kernel_operator.cache_bytes("auto") == pytest.approx(0.5 * free, rel=0.2)  # memory moves meanwhile
+    assert kernel_operator.cache_bytes(3) == 3 << 20
+
+
+def test_the_budget_picks_the_kernels_form(monkeypatch):
+    """K in float64 when n^2 float64 entries fit, in the features' dtype when
+    only that fits, else on the fly; "auto" follows the free memory."""
+    X, _, gamma = make_problem(15, 100, False)
+    X32 = X.float()
+    n2 = 100 * 100
+    forms = {}
+    for free in (2 * 8 * n2, 2 * 4 * n2, 2 * 4 * n2 - 1):
+        monkeypatch.setattr(kernel_operator, "available_memory", lambda device="cpu", free=free: free)
+        op = exact_rbf_operator(X32, gamma, "auto")
+        forms[free] = (type(op).__name__, op.dtype)
+    assert list(forms.values()) == [("DenseKernel", torch.float64), ("DenseKernel", torch.float32),
+                                    ("RbfOnTheFly", torch.float64)]
 
 
 def test_project_simplex_matches_a_qp():
@@ -199,7 +313,7 @@ def test_project_simplex_matches_a_qp():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    ({"p": 1.0}, "p must be a finite number > 1"),
+    ({"p": 1.0}, "p must be >= 1.1"),
     ({"nu": 0.5}, "nu must be >= 1"),
     ({"c1": 0.0}, "c1 must be a positive"),
     ({"c2": -1.0}, "c2 must be a positive"),

@@ -1,10 +1,13 @@
 """The alternating trainer on digits with the small CNN: every backend family,
 checkpoints, frozen backbone, bandwidth strategies, the loss."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from sklearn.exceptions import ConvergenceWarning
 
 from dlmsvdd import datasets, metrics, tasks
 from dlmsvdd.training.config import TrainConfig
@@ -134,7 +137,8 @@ def test_margin_violation_loss_against_a_loop():
 
 
 def test_bad_configuration_is_refused():
-    for bad, match in ((dict(p=1.0), "p must be a finite number > 1"), (dict(nu=0.5), "nu must be >= 1"),
+    for bad, match in ((dict(p=1.0), "p must be >= 1.1"), (dict(nu=0.5), "nu must be >= 1"),
+                       (dict(contamination=0.7), r"contamination must be a number in \(0, 0.5\]"),
                        (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
                        (dict(ratio=0.0), "ratio must be a number in"), (dict(backbone="vgg"), "backbone must be one of")):
         with pytest.raises(ValueError, match=match):
@@ -159,3 +163,43 @@ def test_a_network_from_scratch_is_featured_with_the_training_images_statistics(
     bn = layers[1]
     np.testing.assert_allclose(mean, bn.bias.double().detach(), atol=1e-4)
     np.testing.assert_allclose(var, bn.weight.double().detach() ** 2, rtol=1e-2)
+
+
+# ---- decisions without labelled anomalies in validation (issue 14, item 1)
+
+def _normals_only(split):
+    """The split without its anomalies (a validation set with none labelled)."""
+    return torch.utils.data.Subset(split, np.flatnonzero(split.targets > 0))
+
+
+def test_threshold_without_validation_anomalies_is_a_quantile_of_normal_scores(task):
+    """Without anomalies in validation the threshold was r^2, which called every
+    test sample anomalous (balanced accuracy 0.5); now the 90% quantile of the
+    held-out normals' scores."""
+    val = _normals_only(task.val)
+    model = DLMSVDD(_config(frozen=True)).fit(task.train, val)
+    assert model.evaluate(task.test)["balanced_accuracy"] > 0.75
+    assert abs((model.predict(val) == -1).mean() - 0.1) <= 1 / len(val)
+    assert model.threshold_rule_ == "validation normals' 0.9 quantile"
+    assert model.threshold_ == np.percentile(model.dissimilarity(val), 90)
+    # no validation at all: the training normals' quantile; "radius": the sphere, on request
+    alone = DLMSVDD(_config(frozen=True, contamination=0.05)).fit(task.train)
+    f_train, t_train = alone.scores(task.train)
+    assert alone.threshold_rule_ == "training normals' 0.95 quantile"
+    assert alone.threshold_ == np.percentile(f_train[t_train > 0], 95)
+    radius = DLMSVDD(_config(frozen=True, contamination="radius")).fit(task.train, task.val)
+    assert radius.threshold_rule_ == "radius" and radius.threshold_ == radius.svdd_.r2_
+    # with both classes in validation: the balanced-accuracy threshold, as before
+    both = DLMSVDD(_config(frozen=True)).fit(task.train, task.val)
+    assert both.threshold_rule_ == "validation balanced accuracy"
+    assert both.threshold_ == metrics.best_threshold(*reversed(both.scores(task.val)))
+
+
+def test_alpha_steps_without_certificate_are_recorded_and_warned_once(task):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = DLMSVDD(_config(epochs=2, fw_max_iter=1)).fit(task.train, task.val)
+    convergence = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(convergence) == 1 and "epochs [0, 1, 2] and in the final refit" in str(convergence[0].message)
+    assert [row["converged"] for row in model.history_] == [False] * 3
+    assert all(row["n_iter"] == 1 for row in model.history_)

@@ -1,5 +1,7 @@
 """Bad input is refused with a TypeError or ValueError naming the argument."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -38,6 +40,19 @@ def test_wrong_shapes_are_value_errors():
 def test_bad_gamma(gamma):
     with pytest.raises(ValueError, match="gamma must be a positive finite number"):
         ops.rbf_matvec(X, None, V, gamma)
+
+
+@pytest.mark.parametrize("gamma,match", [(1e39, "does not fit in"), (1e-50, "rounds to 0 in")])
+def test_gamma_is_checked_in_the_features_dtype(gamma, match):
+    """LpSVDD(gamma=1e39) on float32 features ended in an IndexError; 1e-50
+    became 0 in float32 (a kernel of ones). Both are fine in float64."""
+    X32 = X.astype(np.float32)
+    for call in (lambda A: ops.rbf_gram(A, None, gamma), lambda A: ops.rbf_matvec(A, None, A[:, 0], gamma),
+                 lambda A: ops.rpcholesky(A, gamma, 2), lambda A: dlmsvdd_ext.LpSVDD(gamma=gamma).fit(A)):
+        for A in (X32, torch.from_numpy(X32)):
+            with pytest.raises(ValueError, match=re.escape(f"gamma = {gamma:g} {match}") + ".*float32"):
+                call(A)
+    assert dlmsvdd_ext.LpSVDD(gamma=gamma).fit(X).converged_
 
 
 def test_layouts_that_cannot_be_read_in_place_are_refused():

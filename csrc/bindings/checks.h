@@ -23,23 +23,27 @@ inline void require_same(const ArrayView& a, const ArrayView& b) {
     fail(b.name + ": on a different device than " + a.name);
 }
 
-inline void require_writable(const ArrayView& out, std::initializer_list<const ArrayView*> inputs) {
-  if (out.read_only) fail(out.name + ": is read-only");
-  for (const ArrayView* in : inputs)
-    if (in->data == out.data) fail(out.name + ": must not share memory with " + in->name);
-}
-
-// True when the memory spans of a and b (first to last element) intersect.
+// True when the memory spans of a and b (first to last element) on one
+// device intersect.
 inline bool overlapping(const ArrayView& a, const ArrayView& b) {
-  if (a.rows == 0 || b.rows == 0) return false;
-  const size_t elem = a.dtype == DType::float32 ? sizeof(float) : sizeof(double);
-  auto span = [&](const ArrayView& v) {
+  if (a.rows == 0 || b.rows == 0 || a.cols == 0 || b.cols == 0) return false;
+  if (a.device != b.device || a.device_id != b.device_id) return false;
+  auto span = [](const ArrayView& v) {
+    const size_t elem = v.dtype == DType::float32 ? sizeof(float) : sizeof(double);
     const auto begin = reinterpret_cast<uintptr_t>(v.data);
     return std::pair{begin, begin + size_t((v.rows - 1) * v.ld + v.cols) * elem};
   };
   const auto [a0, a1] = span(a);
   const auto [b0, b1] = span(b);
   return a0 < b1 && b0 < a1;
+}
+
+// An array a kernel writes: not read-only, and sharing no memory with the
+// arrays it reads (a kernel would read what it has already overwritten).
+inline void require_writable(const ArrayView& out, std::initializer_list<const ArrayView*> inputs) {
+  if (out.read_only) fail(out.name + ": is read-only");
+  for (const ArrayView* in : inputs)
+    if (overlapping(*in, out)) fail(out.name + ": must not share memory with " + in->name);
 }
 
 // The scratch of the CUDA (or emulated) kernels: a contiguous float64 array on

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "bindings/checks.h"
 #include "bindings/dlpack_bridge.h"
@@ -11,11 +12,26 @@
 #include "bindings/routing.h"
 #include "common/feature_map_params.h"
 #include "common/fwht_params.h"
+#include "cuda/device.h"
 #include "cuda/feature_map_cuda.h"
 
 namespace dlmsvdd::bindings {
 
 namespace {
+
+// Fastfood's permutation (contiguous, checked before) on the host: read in
+// place, or copied from the GPU (blocks x d_pad entries).
+template <typename T>
+void check_permutation(const ArrayView& perm, Backend backend, int64_t stream) {
+  const T* values = perm.ptr<T>();
+  std::vector<T> copy;
+  if (backend == Backend::cuda) {
+    copy.resize(size_t(perm.rows * perm.cols));
+    route(backend, [] {}, [] {}, [&] { cuda::copy_to_host(copy.data(), values, copy.size() * sizeof(T), cuda_stream(stream)); });
+    values = copy.data();
+  }
+  check_feature_map_permutation(values, perm.rows, perm.cols);
+}
 
 template <typename T>
 void features_typed(StructuredMap kind, const ArrayView& x, const ArrayView& diag, const ArrayView& perm,
@@ -39,6 +55,7 @@ void features_typed(StructuredMap kind, const ArrayView& x, const ArrayView& dia
   a.m = offset.rows;
   try {
     feature_map_log2_pad(a, backend == Backend::cpu ? kFwhtMaxLog2 : kCudaFeatureMapMaxLog2);
+    if (kind == StructuredMap::fastfood) check_permutation<T>(perm, backend, stream);
   } catch (const std::invalid_argument& e) {
     fail(e.what());
   }
@@ -60,6 +77,7 @@ void structured_features(const std::string& kind, py::handle X, py::handle diag,
   if (k == StructuredMap::fastfood) p = view_array(perm, "perm", 2, 2, stream);
   for (const ArrayView* a : {&g, &o, &z}) require_same(x, *a);
   require_writable(z, {&x, &g, &o});
+  if (k == StructuredMap::fastfood) require_writable(z, {&p});
   const int64_t dp = g.cols, blocks = g.rows / 3;
   if (g.rows % 3 != 0 || (g.rows > 1 && g.ld != dp)) fail("diag: must be a contiguous (3 * blocks, d_pad) array");
   if (k == StructuredMap::fastfood) {
@@ -71,7 +89,6 @@ void structured_features(const std::string& kind, py::handle X, py::handle diag,
   if (o.rows > 1 && o.ld != 1) fail("offset: must be contiguous");
   if (z.rows != x.rows || z.cols != o.rows)
     fail("out must have shape (" + std::to_string(x.rows) + ", " + std::to_string(o.rows) + ")");
-  if (overlapping(x, z)) fail("out: overlaps x");
   const Backend backend = backend_for(x, cuda_emulation);
   if (x.dtype == DType::float32)
     features_typed<float>(k, x, g, p, o, z, scale, out_scale, backend, stream);

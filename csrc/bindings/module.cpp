@@ -18,8 +18,10 @@ using namespace dlmsvdd;
 
 namespace {
 
+constexpr cpu::Isa kCompiledIsas[] = {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512};
+
 cpu::Isa isa_from_name(const std::string& name) {
-  for (cpu::Isa isa : {cpu::Isa::generic, cpu::Isa::avx2, cpu::Isa::avx512})
+  for (cpu::Isa isa : kCompiledIsas)
     if (name == cpu::isa_name(isa)) return isa;
   bindings::fail("unknown instruction set '" + name + "' (generic, avx2 or avx512)");
 }
@@ -44,6 +46,21 @@ PYBIND11_MODULE(_C, m) {
 #endif
   });
 
+  m.def("build_info", [] {
+    py::dict info;
+#ifdef DLMSVDD_WITH_CUDA
+    info["cuda_version"] = DLMSVDD_CUDA_VERSION;            // nvcc's, from CMake
+    info["cuda_architectures"] = DLMSVDD_CUDA_ARCHITECTURES;  // CMake's list, comma-separated
+#else
+    info["cuda_version"] = py::none();
+    info["cuda_architectures"] = "";
+#endif
+    std::vector<std::string> isas;  // every CPU kernel set is compiled; which run is the CPU's business
+    for (cpu::Isa isa : kCompiledIsas) isas.emplace_back(cpu::isa_name(isa));
+    info["cpu_instruction_sets"] = isas;
+    info["compiler"] = __VERSION__;
+    return info;
+  }, "What this build holds: CUDA version and architectures, the CPU instruction sets, the compiler.");
   m.def("cpu_isa", [] { return std::string(cpu::isa_name(cpu::active_isa())); },
         "The instruction set the CPU kernels use now.");
   m.def("supported_cpu_isas", [] {

@@ -3,8 +3,11 @@
 // through its allocator); subclasses compute missing columns on their device.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <list>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -14,17 +17,33 @@ namespace dlmsvdd {
 template <typename T>
 class ColumnSource {
  public:
+  explicit ColumnSource(int64_t n) : n_(n) {}
   virtual ~ColumnSource() = default;
-  // Columns i and j (j may equal i); the pointers stay valid until the next call.
-  virtual void get(int64_t i, int64_t j, const T** col_i, const T** col_j) = 0;
+  // Columns i and j (j may equal i) of the n x n kernel; the pointers stay
+  // valid until the next call. An index outside [0, n) throws
+  // std::out_of_range (IndexError in Python) before any memory is touched:
+  // the Frank-Wolfe loops take atoms from here first, so a bad atom (the -1
+  // of an empty class) never reaches a column, an alpha or K a.
+  void get(int64_t i, int64_t j, const T** col_i, const T** col_j) {
+    for (int64_t k : {i, j})
+      if (k < 0 || k >= n_)
+        throw std::out_of_range("dlmsvdd: kernel column " + std::to_string(k) + " of " + std::to_string(n_));
+    fetch(i, j, col_i, col_j);
+  }
+
+ protected:
+  virtual void fetch(int64_t i, int64_t j, const T** col_i, const T** col_j) = 0;
+  int64_t n_;
 };
 
 // A materialised symmetric K: column i is row i.
 template <typename T>
 class DenseColumns final : public ColumnSource<T> {
  public:
-  DenseColumns(const T* k, int64_t ld) : k_(k), ld_(ld) {}
-  void get(int64_t i, int64_t j, const T** col_i, const T** col_j) override {
+  DenseColumns(const T* k, int64_t ld, int64_t n) : ColumnSource<T>(n), k_(k), ld_(ld) {}
+
+ protected:
+  void fetch(int64_t i, int64_t j, const T** col_i, const T** col_j) override {
     *col_i = k_ + i * ld_;
     *col_j = k_ + j * ld_;
   }
@@ -39,11 +58,15 @@ class DenseColumns final : public ColumnSource<T> {
 template <typename T>
 class CachedColumns : public ColumnSource<T> {
  public:
-  CachedColumns(T* storage, int64_t n, int64_t slots) : n_(n), storage_(storage) {
+  CachedColumns(T* storage, int64_t n, int64_t slots) : ColumnSource<T>(n), storage_(storage) {
     for (int64_t s = slots - 1; s >= 0; --s) free_slots_.push_back(s);
   }
 
-  void get(int64_t i, int64_t j, const T** col_i, const T** col_j) override {
+  int64_t hits() const { return hits_; }
+  int64_t misses() const { return misses_; }
+
+ protected:
+  void fetch(int64_t i, int64_t j, const T** col_i, const T** col_j) override {
     bool fresh_i, fresh_j = false;
     T* ci = slot_for(i, -1, &fresh_i);
     T* cj = i == j ? ci : slot_for(j, i, &fresh_j);
@@ -56,13 +79,9 @@ class CachedColumns : public ColumnSource<T> {
     *col_i = ci;
     *col_j = cj;
   }
-  int64_t hits() const { return hits_; }
-  int64_t misses() const { return misses_; }
 
- protected:
   // Writes the columns idx[0..count) to dst[0..count) (count is 1 or 2).
   virtual void compute(const int64_t* idx, int count, T* const* dst) = 0;
-  int64_t n_;
 
  private:
   T* slot_for(int64_t idx, int64_t pinned, bool* fresh) {
@@ -71,7 +90,7 @@ class CachedColumns : public ColumnSource<T> {
       recency_.splice(recency_.begin(), recency_, it->second.second);
       *fresh = false;
       ++hits_;
-      return storage_ + it->second.first * n_;
+      return storage_ + it->second.first * this->n_;
     }
     int64_t slot;
     if (!free_slots_.empty()) {
@@ -88,7 +107,7 @@ class CachedColumns : public ColumnSource<T> {
     where_[idx] = {slot, recency_.begin()};
     *fresh = true;
     ++misses_;
-    return storage_ + slot * n_;
+    return storage_ + slot * this->n_;
   }
 
   T* storage_;

@@ -53,6 +53,7 @@ template <typename T>
 struct OracleResult {
   int64_t fw_normal = -1, fw_anomaly = -1;      // argmin g per class
   int64_t away_normal = -1, away_anomaly = -1;  // argmax g over alpha > 0 per class
+  int64_t bad_label = -1;                       // the first i with t_i neither +1 nor -1
   T g_fw_normal = 0, g_fw_anomaly = 0;
   T g_away_normal = 0, g_away_anomaly = 0;
   // Sums in double even for float data: the gap is a difference of nearly
@@ -77,6 +78,7 @@ struct OracleResult {
 template <typename T>
 struct OraclePart {
   int64_t fw[2], away[2];  // -1: none seen
+  int64_t bad_label;       // the lowest index seen whose label is neither +1 nor -1; -1: none
   T g_fw[2], g_away[2];
   double alpha_dot_g, quadratic, penalty;
 };
@@ -87,6 +89,7 @@ DLMSVDD_HD void clear(OraclePart<T>& r) {
     r.fw[k] = r.away[k] = -1;
     r.g_fw[k] = r.g_away[k] = T(0);
   }
+  r.bad_label = -1;
   r.alpha_dot_g = r.quadratic = r.penalty = 0.0;
 }
 
@@ -94,6 +97,9 @@ DLMSVDD_HD void clear(OraclePart<T>& r) {
 // comparisons keep the first of equal gradients.
 template <typename T>
 DLMSVDD_HD void accumulate(OraclePart<T>& r, int64_t i, T alpha, T ka, T t, const DualCoefs<T>& c) {
+  // The pass reads every label, so it checks them too (callers refuse a bad
+  // one before using the atoms: common/dual_fw_loop.h, require_labels).
+  if (t != T(1) && t != T(-1) && r.bad_label < 0) r.bad_label = i;
   const bool normal = t > T(0);
   const T pen = normal ? c.pen_normal : c.pen_anomaly;
   const T g = dual_gradient(t, ka, alpha, pen, c.q);
@@ -130,6 +136,7 @@ DLMSVDD_HD void merge(OraclePart<T>& into, const OraclePart<T>& r) {
       into.g_away[k] = r.g_away[k];
     }
   }
+  if (r.bad_label >= 0 && (into.bad_label < 0 || r.bad_label < into.bad_label)) into.bad_label = r.bad_label;
   into.alpha_dot_g += r.alpha_dot_g;
   into.quadratic += r.quadratic;
   into.penalty += r.penalty;
@@ -146,6 +153,7 @@ OracleResult<T> to_result(const OraclePart<T>& p) {
   r.g_fw_anomaly = p.g_fw[1];
   r.g_away_normal = p.g_away[0];
   r.g_away_anomaly = p.g_away[1];
+  r.bad_label = p.bad_label;
   r.alpha_dot_g = p.alpha_dot_g;
   r.quadratic = p.quadratic;
   r.penalty = p.penalty;

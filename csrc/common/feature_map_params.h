@@ -67,6 +67,20 @@ int feature_map_log2_pad(const FeatureMapArgs<T>& a, int max_log2 = kFwhtMaxLog2
   return log2;
 }
 
+// Fastfood's permutation read on the host (blocks x d_pad entries, row-major):
+// std::invalid_argument unless every entry is a whole number in [0, d_pad),
+// which is what keeps the kernels' reads within a block.
+template <typename T>
+void check_feature_map_permutation(const T* perm, int64_t blocks, int64_t d_pad) {
+  for (int64_t e = 0; e < blocks * d_pad; ++e) {
+    const T v = perm[e];
+    if (!(v >= T(0) && v < T(d_pad) && v == T(int64_t(v))))
+      throw std::invalid_argument("structured feature map: perm[" + std::to_string(e / d_pad) + ", " +
+                                  std::to_string(e % d_pad) + "] = " + std::to_string(double(v)) +
+                                  " is not a whole number in [0, d_pad = " + std::to_string(d_pad) + ")");
+  }
+}
+
 // cos in the precision of its argument (see exp_of).
 DLMSVDD_HD float cos_of(float x) { return ::cosf(x); }
 DLMSVDD_HD double cos_of(double x) { return ::cos(x); }

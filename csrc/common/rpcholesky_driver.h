@@ -25,11 +25,18 @@
 //     zeroes a residual, and the loop ends.
 // The driver stops at `rank` columns, or earlier when the residual trace falls
 // below stop_tol times the initial trace or no residual is above negligible.
+//
+// A row of X holding a NaN or an infinity has NaN kernel values
+// (common/rbf_math.h), so a NaN residual (once any column is in) or a NaN
+// candidate block: the driver refuses X then (std::invalid_argument, a
+// ValueError in Python) naming the row, on every back end alike.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/rpcholesky_params.h"
@@ -63,6 +70,12 @@ class SplitMix64 {
  private:
   uint64_t state_;
 };
+
+[[noreturn]] inline void refuse_row(int64_t i) {
+  throw std::invalid_argument("X: row " + std::to_string(i) +
+                              " holds a NaN or an infinity (or its squared norm overflows); RPCholesky needs "
+                              "finite features");
+}
 
 // The first index whose running sum exceeds u * total (total = cum.back() > 0).
 // Entries with zero weight never qualify: their running sum equals the previous one.
@@ -144,15 +157,21 @@ int64_t rpcholesky_loop(const RpcholeskyProblem<T>& p, Engine& engine) {
   std::vector<int64_t> candidates(b), chosen, cleared;
   double trace0 = -1;
   int64_t k = 0;
-  while (k < m) {
+  // The residuals as sampling weights (running sums in cum), refusing NaN.
+  const auto weigh = [&](double& total, double& largest) {
     const double* resid = engine.residual();
-    double total = 0, largest = 0;
+    total = largest = 0;
     for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(resid[i])) refuse_row(i);
       const double w = resid[i] > 0 ? resid[i] : 0.0;
       total += w;
       cum[i] = total;
       largest = std::max(largest, w);
     }
+  };
+  while (k < m) {
+    double total, largest;
+    weigh(total, largest);
     if (trace0 < 0) trace0 = total;
     if (total <= p.stop_tol * trace0 || largest <= negligible) break;
 
@@ -163,6 +182,8 @@ int64_t rpcholesky_loop(const RpcholeskyProblem<T>& p, Engine& engine) {
 
     engine.candidate_block(candidates.data(), c, k, kcc.data(), rows.data());
     residual_block(kcc.data(), rows.data(), c, k, h);
+    for (int j = 0; j < c; ++j)
+      if (std::isnan(h[j * c + j])) refuse_row(candidates[j]);  // K(x, x) is NaN only for such a row
     const BlockChoice choice = rejection_cholesky(h, c, uniforms.data() + c, negligible);
 
     const int a = int(choice.accepted.size());
@@ -180,6 +201,10 @@ int64_t rpcholesky_loop(const RpcholeskyProblem<T>& p, Engine& engine) {
     cleared = chosen;
     for (int j : choice.negligible) cleared.push_back(candidates[j]);
     if (!cleared.empty()) engine.zero_residual(cleared.data(), int(cleared.size()));
+  }
+  if (k > 0) {  // the last round's columns, which no round after it has weighed
+    double total, largest;
+    weigh(total, largest);
   }
   return k;
 }

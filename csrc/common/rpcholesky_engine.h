@@ -66,10 +66,11 @@ DLMSVDD_HD double solve_block_row(T* __restrict__ g, int a, const T* __restrict_
 }
 
 // The residual after losing norm2, clamped at 0: rounding must not make it
-// negative (it is a sampling weight).
+// negative (it is a sampling weight). NaN (a non-finite row of X) stays NaN,
+// for the driver to refuse (common/rpcholesky_driver.h).
 DLMSVDD_HD double downdated_residual(double resid, double norm2) {
   const double r = resid - norm2;
-  return r > 0 ? r : 0;
+  return r < 0 ? 0 : r;
 }
 
 }  // namespace rpchol

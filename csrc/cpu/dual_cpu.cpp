@@ -88,41 +88,43 @@ void FactorColumns<T>::compute(const int64_t* idx, int count, T* const* dst) {
 
 namespace {
 
-template <typename T>
+// State in T, columns in C: each column entry is widened to T as it is read.
+template <typename T, typename C>
 class HostEngine {
  public:
-  HostEngine(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c)
+  using Column = C;
+  HostEngine(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c)
       : columns_(columns), alpha_(alpha), ka_(ka), t_(t), n_(n), c_(c) {}
 
   OracleResult<T> oracle() { return dual_oracle(alpha_, ka_, t_, n_, c_); }
-  void columns(int64_t i, int64_t j, const T** ci, const T** cj) { columns_.get(i, j, ci, cj); }
-  T entry(const T* col, int64_t k) { return col[k]; }
+  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { columns_.get(i, j, ci, cj); }
+  T entry(const C* col, int64_t k) { return T(col[k]); }
   T alpha(int64_t i) { return alpha_[i]; }
 
-  void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const T* col_i, const T* col_l) {
+  void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const C* col_i, const C* col_l) {
     const int64_t n = n_;
     T* alpha = alpha_;
     T* ka = ka_;
 #pragma omp parallel for schedule(static) if (n >= kParallelFrom)
     for (int64_t k = 0; k < n; ++k) {
       alpha[k] *= (1 - lambda);
-      ka[k] = (1 - lambda) * ka[k] + wn * col_i[k] - wa * col_l[k];
+      ka[k] = (1 - lambda) * ka[k] + wn * T(col_i[k]) - wa * T(col_l[k]);
     }
     alpha[i] += wn;
     if (l >= 0) alpha[l] += wa;
   }
 
-  void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const T* col_s, const T* col_a) {
+  void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const C* col_s, const C* col_a) {
     const int64_t n = n_;
     T* ka = ka_;
 #pragma omp parallel for schedule(static) if (n >= kParallelFrom)
-    for (int64_t k = 0; k < n; ++k) ka[k] += tg * (col_s[k] - col_a[k]);
+    for (int64_t k = 0; k < n; ++k) ka[k] += tg * (T(col_s[k]) - T(col_a[k]));
     alpha_[s] += gamma;
     alpha_[a] = gamma == alpha_[a] ? T(0) : alpha_[a] - gamma;  // a drop step empties the atom exactly
   }
 
  private:
-  ColumnSource<T>& columns_;
+  ColumnSource<C>& columns_;
   T* alpha_;
   T* ka_;
   const T* t_;
@@ -132,21 +134,28 @@ class HostEngine {
 
 }  // namespace
 
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap) {
-  HostEngine<T> engine(columns, alpha, ka, t, n, c);
+  HostEngine<T, C> engine(columns, alpha, ka, t, n, c);
   return fw_loop<T>(engine, c, options, history_objective, history_gap);
 }
 
 #define DLMSVDD_INSTANTIATE(T)                                                                          \
   template OracleResult<T> dual_oracle<T>(const T*, const T*, const T*, int64_t, const DualCoefs<T>&); \
   template class FeatureColumns<T>;                                                                     \
-  template class FactorColumns<T>;                                                                      \
-  template FwReport fw_solve<T>(ColumnSource<T>&, T*, T*, const T*, int64_t, const DualCoefs<T>&,      \
-                                const FwOptions&, double*, double*);
+  template class FactorColumns<T>;
 DLMSVDD_INSTANTIATE(float)
 DLMSVDD_INSTANTIATE(double)
 #undef DLMSVDD_INSTANTIATE
+
+// The (state, column) pairs: one dtype, or a double state over float columns.
+#define DLMSVDD_INSTANTIATE_FW(T, C)                                                                    \
+  template FwReport fw_solve<T, C>(ColumnSource<C>&, T*, T*, const T*, int64_t, const DualCoefs<T>&,   \
+                                   const FwOptions&, double*, double*);
+DLMSVDD_INSTANTIATE_FW(float, float)
+DLMSVDD_INSTANTIATE_FW(double, double)
+DLMSVDD_INSTANTIATE_FW(double, float)
+#undef DLMSVDD_INSTANTIATE_FW
 
 }  // namespace dlmsvdd::cpu

@@ -44,9 +44,10 @@ class FactorColumns final : public CachedColumns<T> {
   int64_t ldz_, m_;
 };
 
-// Runs fw_loop in place on alpha and ka = K (alpha * t), host arrays.
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+// Runs fw_loop in place on alpha and ka = K (alpha * t), host arrays: a state
+// in T over columns in C (C = T, or float under a double state).
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap);
 
 }  // namespace dlmsvdd::cpu

@@ -239,7 +239,9 @@ void tile_row_updates(const Tile<T>& kt, int64_t i0, int64_t j0, const RbfProble
   }
 }
 
-// Every tile of K(X, Y); each thread owns whole row blocks of out.
+// Every tile of K(X, Y); each thread owns whole row blocks of out. Each
+// output row is summed by one block in a fixed order, so the dynamic
+// schedule (balance on a loaded machine) leaves the result the same bits.
 template <typename T>
 void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   constexpr int MR = TileShape<T>::MR, W = Simd<T>::W;
@@ -275,8 +277,24 @@ void matvec_all_tiles(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   }
 }
 
+// The block at position s of a static schedule over `threads` threads
+// (thread t takes positions t, t + threads, ...), or -1 past the last block.
+// The blocks go in rounds of `threads`, every other round reversed, so each
+// thread pairs a block near the top (long rows of the upper triangle) with
+// one near the bottom (short ones): balanced without a dynamic schedule.
+inline int64_t zigzag_block(int64_t s, int64_t threads, int64_t n_blocks) {
+  const int64_t round = s / threads, pos = s % threads;
+  const int64_t b = round * threads + (round % 2 ? threads - 1 - pos : pos);
+  return b < n_blocks ? b : -1;
+}
+
 // Y is X: only tiles on or above the diagonal; each off-diagonal tile also
-// gives the transposed contribution. Per-thread accumulators, summed at the end.
+// gives the transposed contribution. Per-thread accumulators, summed at the
+// end in thread order. Deterministic at a fixed thread count: the blocks go to
+// the threads by a static schedule (zigzag_block), so each accumulator sums
+// the same tiles in the same order on every run (a dynamic schedule let the
+// transposed contributions land in different accumulators run to run: the
+// sums differed by up to 1e-5 in float32).
 template <typename T>
 void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   constexpr int MR = TileShape<T>::MR, NR = TileShape<T>::NR, W = Simd<T>::W;
@@ -294,8 +312,11 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
     T* mine = partial.data() + int64_t(omp_get_thread_num()) * k * ld;
     RowBlock<T> block(mc);
     AlignedBuffer<T> rowacc(mc * k * W);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t b = 0; b < n_blocks; ++b) {
+    const int64_t team = omp_get_num_threads();
+#pragma omp for schedule(static, 1)
+    for (int64_t s = 0; s < round_up(n_blocks, team); ++s) {
+      const int64_t b = zigzag_block(s, team, n_blocks);
+      if (b < 0) continue;
       block.pack(pb, b * mc);
       std::fill(rowacc.data(), rowacc.data() + rowacc.size(), T(0));
       block.for_each_tile(
@@ -327,7 +348,8 @@ void matvec_symmetric(const RbfProblem<T>& pb, const MatvecArgs<T>& mv) {
   }
 }
 
-// Lower triangle from the upper one, in cache-sized squares.
+// Lower triangle from the upper one, in cache-sized squares (copies: any
+// schedule gives the same bits, as in gram_tiles, where each entry is one tile's).
 template <typename T>
 void mirror_lower(T* out, int64_t n, int64_t ldo) {
   constexpr int64_t B = 64;
@@ -397,7 +419,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
     for (; p + W <= d; p += W) acc += vload(y + p) * vload(y + p);
     T s = vsum<T>(acc);
     for (; p < d; ++p) s += y[p] * y[p];
-    y_norm[j] = s;
+    y_norm[j] = finite_or_nan(s);
   }
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < pb.nx; ++i) {
@@ -417,6 +439,7 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
       x_norm += x[p] * x[p];
       for (int64_t j = 0; j < ny; ++j) dot[j] += x[p] * pb.y[j * pb.ldy + p];
     }
+    x_norm = finite_or_nan(x_norm);
     for (int64_t j = 0; j < ny; ++j) {
       const T dist = sq_distance_from_dot(x_norm, y_norm[j], dot[j]);
       ga.out[i * ga.ldo + j] = ga.distances_only ? dist : rbf_from_sq_distance(dist, pb.gamma);

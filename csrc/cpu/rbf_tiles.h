@@ -24,7 +24,7 @@ constexpr int64_t kFusedColumns = 8;
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // Rows [row0, row0 + P) of src as one panel: dst[p][r], zero for rows >= n.
-// norms[r] = ||src_row||^2 (0 for padding). The depth loop is outermost so the
+// norms[r] = ||src_row||^2 (0 for padding; NaN for a non-finite row: finite_or_nan). The depth loop is outermost so the
 // panel is written in order (writing it row by row strides every store).
 template <typename T, int P>
 void pack_panel(const T* src, int64_t ld, int64_t row0, int64_t n, int64_t d, T* dst, T* norms) {
@@ -50,7 +50,7 @@ void pack_panel(const T* src, int64_t ld, int64_t row0, int64_t n, int64_t d, T*
       norm = vsum<T>(acc);
       for (; p < d; ++p) norm += rows[r][p] * rows[r][p];
     }
-    norms[r] = norm;
+    norms[r] = finite_or_nan(norm);  // common/rbf_math.h: rows with a NaN or inf give NaN
   }
 }
 
@@ -163,7 +163,7 @@ __attribute__((always_inline)) inline void tile_to_kernel(Tile<T>& acc, const T*
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       VecOf<T> dist = (ynv[v] + xn[r]) - acc[r][v] * T(2);
-      dist = dist > zero ? dist : zero;
+      dist = clamp_sq_distance(dist, zero);  // NaN stays NaN (common/rbf_math.h)
       acc[r][v] = distances_only ? dist : vexp(dist * neg_gamma);
     }
   }

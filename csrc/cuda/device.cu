@@ -2,6 +2,9 @@
 // (DLMSVDD_WITH_CUDA).
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "cuda/device.h"
 
 namespace dlmsvdd::cuda {
@@ -16,6 +19,13 @@ bool device_available() {
     return false;
   }
   return count > 0;
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+  if (err != cudaSuccess) throw std::runtime_error(std::string("dlmsvdd: CUDA copy to host failed: ") + cudaGetErrorString(err));
 }
 
 }  // namespace dlmsvdd::cuda

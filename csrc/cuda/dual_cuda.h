@@ -26,9 +26,10 @@ template <typename T>
 OracleResult<T> dual_oracle(const T* alpha, const T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                             void* workspace, void* stream);
 
-// fw_loop in place on alpha and ka = K (alpha * t); the histories are host arrays.
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+// fw_loop in place on alpha and ka = K (alpha * t); the histories are host
+// arrays. A state in T over columns in C (C = T, or float under a double state).
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap, void* workspace,
                   void* stream);
 
@@ -49,8 +50,8 @@ namespace dlmsvdd::emulated {
 template <typename T>
 OracleResult<T> dual_oracle(const T* alpha, const T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                             void* workspace);
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap, void* workspace);
 template <typename T>
 std::unique_ptr<CachedColumns<T>> feature_columns(T* storage, int64_t slots, const T* x, int64_t ldx, int64_t n,

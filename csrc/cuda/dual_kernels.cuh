@@ -76,30 +76,31 @@ __global__ void __launch_bounds__(kDualThreads) oracle_final_kernel(const Oracle
 }
 
 // alpha <- (1 - lambda) alpha + wn e_i + wa e_l (l < 0: no anomaly atom),
-// K a <- (1 - lambda) K a + wn col_i - wa col_l, with the CPU's arithmetic.
-// The atoms' weights are added by the threads that own them.
-template <typename T>
+// K a <- (1 - lambda) K a + wn col_i - wa col_l, with the CPU's arithmetic
+// (columns in C, widened to the state's T). The atoms' weights are added by
+// the threads that own them.
+template <typename T, typename C>
 __global__ void __launch_bounds__(kDualThreads) vanilla_update_kernel(T* alpha, T* ka, int64_t n, T lambda, int64_t i,
-                                                                      int64_t l, T wn, T wa, const T* col_i,
-                                                                      const T* col_l) {
+                                                                      int64_t l, T wn, T wa, const C* col_i,
+                                                                      const C* col_l) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
     T a = alpha[k] * (1 - lambda);
     if (k == i) a += wn;
     if (k == l) a += wa;
     alpha[k] = a;
-    ka[k] = (1 - lambda) * ka[k] + wn * col_i[k] - wa * col_l[k];
+    ka[k] = (1 - lambda) * ka[k] + wn * T(col_i[k]) - wa * T(col_l[k]);
   }
 }
 
 // alpha_s += gamma, alpha_a -= gamma (exactly 0 for a drop step), K a += tg (col_s - col_a).
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kDualThreads) pairwise_update_kernel(T* alpha, T* ka, int64_t n, T tg, int64_t s,
-                                                                       int64_t a, T gamma, const T* col_s,
-                                                                       const T* col_a) {
+                                                                       int64_t a, T gamma, const C* col_s,
+                                                                       const C* col_a) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
-    ka[k] += tg * (col_s[k] - col_a[k]);
+    ka[k] += tg * (T(col_s[k]) - T(col_a[k]));
     if (k == s) alpha[k] += gamma;
     if (k == a) alpha[k] = gamma == alpha[k] ? T(0) : alpha[k] - gamma;
   }
@@ -223,30 +224,32 @@ class FactorColumns final : public CachedColumns<T> {
 };
 
 // The engine of fw_loop (common/dual_fw_loop.h) over device arrays: kernels for the
-// passes, single-element copies for the scalars the loop reads.
-template <typename T>
+// passes, single-element copies for the scalars the loop reads. State in T,
+// columns in C.
+template <typename T, typename C>
 class DeviceEngine {
  public:
-  DeviceEngine(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+  using Column = C;
+  DeviceEngine(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                void* workspace, Stream stream)
       : columns_(columns), alpha_(alpha), ka_(ka), t_(t), n_(n), c_(c), workspace_(workspace), stream_(stream) {}
 
   OracleResult<T> oracle() { return oracle_pass(alpha_, ka_, t_, n_, c_, workspace_, stream_); }
-  void columns(int64_t i, int64_t j, const T** ci, const T** cj) { columns_.get(i, j, ci, cj); }
-  T entry(const T* col, int64_t k) { return read_element(col + k, stream_); }
+  void columns(int64_t i, int64_t j, const C** ci, const C** cj) { columns_.get(i, j, ci, cj); }
+  T entry(const C* col, int64_t k) { return T(read_element(col + k, stream_)); }
   T alpha(int64_t i) { return read_element(alpha_ + i, stream_); }
 
-  void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const T* col_i, const T* col_l) {
-    launch(vanilla_update_kernel<T>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_, n_,
-           lambda, i, l, wn, wa, col_i, col_l);
+  void vanilla_update(T lambda, int64_t i, int64_t l, T wn, T wa, const C* col_i, const C* col_l) {
+    launch(vanilla_update_kernel<T, C>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_,
+           n_, lambda, i, l, wn, wa, col_i, col_l);
   }
-  void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const T* col_s, const T* col_a) {
-    launch(pairwise_update_kernel<T>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_, n_,
-           tg, s, a, gamma, col_s, col_a);
+  void pairwise_update(T tg, int64_t s, int64_t a, T gamma, const C* col_s, const C* col_a) {
+    launch(pairwise_update_kernel<T, C>, dim3(elementwise_blocks(n_)), dim3(kDualThreads), 0, stream_, alpha_, ka_,
+           n_, tg, s, a, gamma, col_s, col_a);
   }
 
  private:
-  ColumnSource<T>& columns_;
+  ColumnSource<C>& columns_;
   T* alpha_;
   T* ka_;
   const T* t_;
@@ -256,11 +259,11 @@ class DeviceEngine {
   Stream stream_;
 };
 
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap, void* workspace,
                   Stream stream) {
-  DeviceEngine<T> engine(columns, alpha, ka, t, n, c, workspace, stream);
+  DeviceEngine<T, C> engine(columns, alpha, ka, t, n, c, workspace, stream);
   return fw_loop<T>(engine, c, options, history_objective, history_gap);
 }
 

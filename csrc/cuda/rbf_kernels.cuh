@@ -102,7 +102,8 @@ __device__ __forceinline__ void load_chunk(const T* a, int64_t lda, int64_t n, i
 }
 
 // tile[a][b] = squared distance, or kernel value, of X row i0 + ty + 16a and
-// Y row j0 + tx + 16b. Entries outside X or Y are finite garbage.
+// Y row j0 + tx + 16b. Entries outside X or Y are garbage: finite, or NaN
+// beside a non-finite row, and either way multiplied by 0 or never stored.
 template <typename T>
 __device__ void kernel_tile(const RbfProblem<T>& p, int64_t i0, int64_t j0, bool distances_only,
                             TileShared<T>& s, T (&tile)[R][R]) {
@@ -138,6 +139,7 @@ __device__ void kernel_tile(const RbfProblem<T>& p, int64_t i0, int64_t j0, bool
     }
   }
   __syncthreads();  // the previous tile's readers of the norms are done (also when d == 0)
+  norm = finite_or_nan(norm);  // common/rbf_math.h: rows with a NaN or inf give NaN
   if (tid < TILE)
     s.x_norm[tid] = norm;
   else if (tid < 2 * TILE)

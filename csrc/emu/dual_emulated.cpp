@@ -19,8 +19,8 @@ OracleResult<T> dual_oracle(const T* alpha, const T* ka, const T* t, int64_t n, 
   return gpu::oracle_pass(alpha, ka, t, n, c, workspace, gpu::Stream{});
 }
 
-template <typename T>
-FwReport fw_solve(ColumnSource<T>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
+template <typename T, typename C>
+FwReport fw_solve(ColumnSource<C>& columns, T* alpha, T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                   const FwOptions& options, double* history_objective, double* history_gap, void* workspace) {
   return gpu::fw_solve(columns, alpha, ka, t, n, c, options, history_objective, history_gap, workspace,
                        gpu::Stream{});
@@ -40,8 +40,6 @@ std::unique_ptr<CachedColumns<T>> factor_columns(T* storage, int64_t slots, cons
 
 #define DLMSVDD_INSTANTIATE(T)                                                                                 \
   template OracleResult<T> dual_oracle<T>(const T*, const T*, const T*, int64_t, const DualCoefs<T>&, void*); \
-  template FwReport fw_solve<T>(ColumnSource<T>&, T*, T*, const T*, int64_t, const DualCoefs<T>&,             \
-                                const FwOptions&, double*, double*, void*);                                   \
   template std::unique_ptr<CachedColumns<T>> feature_columns<T>(T*, int64_t, const T*, int64_t, int64_t,      \
                                                                 int64_t, T);                                  \
   template std::unique_ptr<CachedColumns<T>> factor_columns<T>(T*, int64_t, const T*, int64_t, int64_t,       \
@@ -49,5 +47,15 @@ std::unique_ptr<CachedColumns<T>> factor_columns(T* storage, int64_t slots, cons
 DLMSVDD_INSTANTIATE(float)
 DLMSVDD_INSTANTIATE(double)
 #undef DLMSVDD_INSTANTIATE
+
+#define DLMSVDD_INSTANTIATE_FW(T, C)                                                                  \
+  template FwReport fw_solve<T, C>(ColumnSource<C>&, T*, T*, const T*, int64_t, const DualCoefs<T>&, \
+                                   const FwOptions&, double*, double*, void*);
+
+// The (state, column) pairs: one dtype, or a double state over float columns.
+DLMSVDD_INSTANTIATE_FW(float, float)
+DLMSVDD_INSTANTIATE_FW(double, double)
+DLMSVDD_INSTANTIATE_FW(double, float)
+#undef DLMSVDD_INSTANTIATE_FW
 
 }  // namespace dlmsvdd::emulated

@@ -81,10 +81,12 @@ TRAIN_FLAGS = {
     "--image-size": ("image_size", "resize images to this size"),
     "--backend": ("backend", "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
     "--n-components": ("n_components", "approximation budget m (alias --m, but not under torchrun)"),
-    "--p": ("p", "slack exponent p > 1 (under torchrun spell it --slack-p)"),
+    "--p": ("p", "slack exponent p >= 1.1 (under torchrun spell it --slack-p)"),
     "--nu": ("nu", "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
     "--gamma": ("gamma", "median (once, from the initial features), per-epoch, or a value"),
     "--solver": ("solver", "apg, pairwise or paper"),
+    "--contamination": ("contamination", "threshold without validation anomalies: the fraction of normal "
+                        "samples called anomalous, or radius (the sphere's r^2)"),
     "--epochs": ("epochs", "alternating epochs"),
     "--recipe": ("recipe", "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, lr 1e-3, "
                            "latest epoch); auto: scratch for a built-in backbone without weights"),
@@ -260,7 +262,6 @@ def _load_npy(path: str):
 
 def _score(args) -> int:
     import numpy as np
-    import torch
 
     from .data.preprocessing import ImageFiles, image_files
     from .experiments import runs
@@ -273,10 +274,9 @@ def _score(args) -> int:
     if args.images:
         files = image_files(args.images)
         f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
-    elif images is not None:
+    elif images is not None:  # the network's inputs; the model checks their shape
         if not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
-        images = torch.as_tensor(images, dtype=torch.float32)
         f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
     else:
         cfg = model.config

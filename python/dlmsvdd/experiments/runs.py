@@ -78,7 +78,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         model.fit(task.train, task.val, checkpoint=checkpoint, resume=resume, callback=board)
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
-        result = {"test": metrics.summary(t_test, f_test, model.threshold_),
+        result = {"test": metrics.summary(t_test, f_test, model.threshold_), "threshold_rule": model.threshold_rule_,
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
                   "warnings": model.warnings_, "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),

@@ -76,6 +76,9 @@ class TrainConfig:
     solver: str = "apg"
     fw_max_iter: int = 1000
     fw_tol: float = 1e-6
+    # the decision threshold without anomalies in validation: the fraction of
+    # normal samples called anomalous (0.1, PyOD's default), or "radius" (r^2)
+    contamination: float | str = 0.1
     # the omega-step
     epochs: int = 30
     lr: float | None = None  # None: the recipe's (1e-4 for the paper, 1e-3 from scratch)
@@ -113,7 +116,7 @@ class TrainConfig:
     def boundary_params(self) -> dict:
         """The LpSVDD parameters this configuration sets (the trainer adds the
         seed, warm starts and, under torchrun, the sharded solver)."""
-        names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol"}
+        names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol", "contamination"}
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
     def training_params(self) -> dict:

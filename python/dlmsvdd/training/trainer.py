@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import sklearn.base
 import torch
+from sklearn.exceptions import ConvergenceWarning
 import torch.nn as nn
 import torch.nn.functional as F
 from sklearn.base import BaseEstimator, OutlierMixin
@@ -133,6 +134,17 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     Parameters are the fields of ``TrainConfig`` (``get_params``/``set_params``
     as in scikit-learn), given as a config, as keywords, or both.
 
+    ``threshold_rule_`` says how the threshold was set (``_threshold``): the validation threshold of maximal
+    balanced accuracy when validation has both classes; otherwise the
+    ``1 - contamination`` quantile of normal scores, the validation normals'
+    (held out, so an unbiased estimate of the rate on new normal data) or,
+    without validation normals, the training normals'; the sphere's r^2 only
+    for ``contamination="radius"``.
+
+    An alpha-step that stops without its certificate is recorded in its
+    epoch's history row (``converged``, ``stalled``); ``fit`` then warns once
+    (``ConvergenceWarning``) listing the epochs, instead of at every epoch.
+
     Under torchrun (or with torch.distributed initialised) every process runs
     the same calls on its shard of the data; see ``dlmsvdd.training.parallel``.
     """
@@ -205,10 +217,13 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     def _alpha_step(self, feats: torch.Tensor, targets: np.ndarray, restart: bool = False) -> LpSVDD:
         """Steps 2 and 3: the kernel backend on the features and the dual solved
-        (warm-started from the previous epoch unless ``restart``), b_N and b_A."""
-        if self.group_ is not None:
-            return self.svdd_.fit_sharded(feats, targets, restart=restart)
-        return self.svdd_.fit(feats, targets, restart=restart)
+        (warm-started from the previous epoch unless ``restart``), b_N and b_A.
+        A fit without its certificate does not warn here: its history row
+        records it (``_alpha_record``) and ``fit`` warns once."""
+        fit = self.svdd_.fit if self.group_ is None else self.svdd_.fit_sharded
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            return fit(feats, targets, restart=restart)
 
     def _validate(self, val: Dataset | None) -> dict:
         """Step 5: validation AUROC and balanced accuracy of the current network
@@ -227,6 +242,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     def _alpha_record(svdd: LpSVDD) -> dict:
         """What the history keeps of an alpha-step."""
         return {"gamma": svdd.gamma_, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
+                "converged": bool(svdd.converged_), "stalled": bool(svdd.stalled_),
                 "fw_gap": [float(g) for g in svdd.history_.get("gap", [])], "b_normal": svdd.b_normal_,
                 "b_anomaly": svdd.b_anomaly_, "seconds_build": svdd.build_seconds_,
                 "seconds_solve": svdd.solve_seconds_}
@@ -400,6 +416,12 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
         self._refit(train, val)
+        short = [row["epoch"] for row in self.history_ if not row["converged"]]
+        if short or not self.svdd_.converged_:
+            warnings.warn(f"the alpha-step stopped without its certificate in epochs {short}"
+                          f"{'' if self.svdd_.converged_ else ' and in the final refit'} (history_ rows: "
+                          "'converged', 'stalled', 'gap'); raise fw_max_iter or loosen fw_tol",
+                          ConvergenceWarning, stacklevel=3)
         return self
 
     def _start(self, train: Dataset):
@@ -472,13 +494,26 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, and the decision threshold."""
-        self._alpha_step(*self._features(train), restart=True)
+        feats, targets = self._features(train)
+        self._alpha_step(feats, targets, restart=True)
         f_val, t_val = self.scores(val) if val is not None else (None, None)
-        if val is not None and metrics.has_both_classes(t_val):
-            self.threshold_ = metrics.best_threshold(t_val, f_val)
-        else:  # no anomalies to calibrate on: the sphere's radius
-            self.threshold_ = float(self.svdd_.r2_)
+        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._gathered_scores(
+            feats, targets, len(train)))
 
+    def _threshold(self, f_val, t_val, train_scores) -> tuple[float, str]:
+        """The decision threshold on f and its rule (see the class docstring);
+        ``train_scores()`` gives the training set's (f, targets) when needed."""
+        contamination = self.config.contamination
+        if contamination == "radius":
+            return float(self.svdd_.r2_), "radius"
+        if f_val is not None and metrics.has_both_classes(t_val):
+            return metrics.best_threshold(t_val, f_val), "validation balanced accuracy"
+        if f_val is not None and (t_val > 0).any():
+            f, targets, which = f_val, t_val, "validation"
+        else:
+            (f, targets), which = train_scores(), "training"
+        threshold = float(np.percentile(np.asarray(f, dtype=np.float64)[targets > 0], 100.0 * (1.0 - contamination)))
+        return threshold, f"{which} normals' {1 - contamination:g} quantile"
     def measure_alpha_step(self, train: Dataset) -> dict:
         """One more alpha-step on the trained network's features, from scratch and
         under a peak-memory probe (``dlmsvdd.training.memory``): its build and solve seconds
@@ -515,22 +550,24 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if is_array(data):
             images = self._images(data)
             data = torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
-        feats, targets = self._features(data)
+        return self._gathered_scores(*self._features(data), len(data))
+
+    def _gathered_scores(self, feats: torch.Tensor, targets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """f and the targets of this process's features, gathered over the processes (n in all)."""
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
         if self.group_ is not None:
-            f, targets = self.group_.gather(f, len(data)), self.group_.gather(targets.to(f.device), len(data))
+            f, targets = self.group_.gather(f, n), self.group_.gather(targets.to(f.device), n)
         return f.cpu().numpy(), targets.cpu().numpy()
 
     def _check_images(self, images: torch.Tensor) -> None:
         """Images as the network was trained on: (N, C, H, W) with its channels
         and size (the task's evaluation transform already applied)."""
-        shape = getattr(self, "input_shape_", ()) or (self.in_channels_, "H", "W")  # models saved before input_shape_
-        expected = f"(N, {', '.join(map(str, shape))})"
-        size_differs = len(shape) == 3 and isinstance(shape[1], int) and images.ndim == 4 and \
-            tuple(images.shape[2:]) != tuple(shape[1:])
-        if images.ndim != 4 or images.shape[1] != shape[0] or size_differs:
-            raise ValueError(f"this model takes images of shape {expected}, preprocessed as its task's evaluation "
-                             f"transform; got shape {tuple(images.shape)}")
+        shape = tuple(getattr(self, "input_shape_", ()))  # () in models saved before it was recorded
+        channels = shape[0] if shape else self.in_channels_
+        if images.ndim != 4 or images.shape[1] != channels or (shape and tuple(images.shape[1:]) != shape):
+            expected = ", ".join(map(str, shape)) if shape else f"{channels}, H, W"
+            raise ValueError(f"this model takes images of shape (N, {expected}), preprocessed as its task's "
+                             f"evaluation transform; got shape {tuple(images.shape)}")
 
     def dissimilarity(self, data) -> np.ndarray:
         """f(x) for a dataset of (image, target) or an array of images; higher = more anomalous."""
@@ -552,7 +589,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return -self.threshold_
 
     def predict(self, data) -> np.ndarray:
-        """+1 normal (f below the threshold), -1 anomaly."""
+        """+1 normal (f below ``threshold_``), -1 anomaly."""
         self._check_fitted("threshold_")
         return metrics.predict(self.dissimilarity(data), self.threshold_)
 
@@ -561,7 +598,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return metrics.predict(self.fit(X, y).decision_scores_, self.threshold_)
 
     def evaluate(self, data) -> dict:
-        """AUROC and balanced accuracy (at the validation threshold) on a labelled dataset."""
+        """AUROC and balanced accuracy (at ``threshold_``) on a labelled dataset."""
         self._check_fitted("threshold_")
         f, targets = self.scores(data)
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
@@ -604,7 +641,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         checkpoints.write(path, {
             "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
             "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
-            "threshold": self.threshold_, "best_epoch": self.best_epoch_, "history": self.history_,
+            "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
+            "best_epoch": self.best_epoch_, "history": self.history_,
             "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
 
     @classmethod
@@ -636,4 +674,5 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
+        model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         return model
