@@ -112,3 +112,14 @@ def test_the_autoencoder_runs_its_steps_and_the_paper_recipe_no_step_0(task):
     assert paper.pretrain_losses_ == []
     bn = paper.network_.backbone.layers[1]  # the paper's path as before: BatchNorm untouched
     assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0
+
+
+def test_pretrain_none_given_is_kept(task):
+    """'none' is one of pretrain's options: it was read as None (the recipe's, i.e. step 0)
+    when the model copied its configuration, so pretrain="none" and --pretrain none ran step 0."""
+    assert TrainConfig.from_dict({"pretrain": "none"}).pretrain == "none"
+    assert TrainConfig.from_dict({"weights": "none"}).weights is None  # a field whose None is spelled 'none'
+    model = _fit(task, pretrain="none")
+    assert model.training_params_["pretrain"] == "none"
+    bn = model.network_.backbone.layers[1]  # untouched: no step 0
+    assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0

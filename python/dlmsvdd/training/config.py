@@ -238,12 +238,15 @@ def typed(name: str, value):
     """``value`` read from text as field ``name``'s type: a string that spells a
     number becomes an int or float where the field takes one ('1e-3', which YAML
     1.1 leaves a string, '30' from a flag), 'none' or 'null' becomes None where
-    the field allows None. Anything else comes back as it is, for ``validate`` to
+    the field allows None and has no option of that name. Anything else comes back as it is, for ``validate`` to
     judge (unknown names too)."""
     kinds = _TYPES.get(name, ())
     if not isinstance(value, str):
         return value
     text = value.strip()
+    options = [c.options for c in _RANGES.get(name, ()) if isinstance(c, StrOptions)]
+    if any(text in o for o in options):  # an option spelled 'none' (pretrain) is that option, not None
+        return text
     if type(None) in kinds and text.lower() in ("none", "null", "~"):
         return None
     for kind in (int, float):
