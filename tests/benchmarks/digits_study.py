@@ -97,7 +97,7 @@ def pixel_scores(X_tr, y_tr, X_te, seed: int) -> dict:
 
 def digits_method_row(normal_class: int, ratio: float, seed: int, methods=METHODS) -> dict:
     """Test AUROC and fit seconds of each method on one task (DLM-SVDD's include
-    pretraining and the final refit), and the default DLM-SVDD's best epoch."""
+    pretraining and the final refit), and the epoch each DLM-SVDD variant kept ("<name>@epoch")."""
     task = tasks.make_task(datasets.digits(), normal_class, ratio=ratio, seed=seed)
     X_tr, y_tr = pixels(task.train)
     X_te, t_te = pixels(task.test)
@@ -107,7 +107,7 @@ def digits_method_row(normal_class: int, ratio: float, seed: int, methods=METHOD
                                 "ratio": ratio, "seed": seed})
         model, row[f"{name}_seconds"] = _timed(lambda: DLMSVDD(config).fit(task.train, task.val))
         row[name] = model.evaluate(task.test)["auroc"]
-        row[f"{name}_best_epoch"] = model.best_epoch_
+        row[f"{name}@epoch"] = model.best_epoch_
     for name, (f, seconds) in pixel_scores(X_tr, y_tr, X_te, seed).items():
         if name in methods:
             row[name], row[f"{name}_seconds"] = metrics.auroc(t_te, f), seconds
