@@ -44,7 +44,7 @@ def run(tmp_path_factory):
 
 @pytest.mark.parametrize("flags,message", [
     (["--config", "nope.yaml"], "configuration file 'nope.yaml' does not exist"),
-    (["--lr", "inf"], "lr must be a positive number, got inf (not finite)"),
+    (["--lr", "inf"], "lr must be a positive number or None, got inf (not finite)"),
     (["--epochs", "two"], "epochs must be an integer >= 0, got 'two'"),
     (["--device", "gpu"], "device must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got 'gpu'"),
     (["--solver", "foo"], "solver must be one of ('apg', 'pairwise', 'paper'), got 'foo'"),

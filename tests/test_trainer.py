@@ -26,7 +26,10 @@ def task(digits_source):
 
 
 def _config(**kw):
-    base = dict(backbone="small_cnn", weights=None, epochs=12, lr=1e-3, batch_size=64, n_components=64, verbose=0)
+    """The paper's loop as it was (no step 0), on the small CNN from scratch; the scratch
+    recipe's step 0 has its own tests (test_pretrain.py)."""
+    base = dict(backbone="small_cnn", weights=None, recipe="paper", epochs=12, lr=1e-3, batch_size=64,
+                n_components=64, verbose=0)
     return TrainConfig(**{**base, **kw})
 
 
@@ -142,6 +145,24 @@ def test_bad_configuration_is_refused():
             DLMSVDD(_config(**bad))
     with pytest.raises(ValueError, match="unknown configuration keys"):
         TrainConfig.from_dict({"epochs": 3, "learning_rate": 0.1})
+
+
+def test_a_network_from_scratch_is_featured_with_the_training_images_statistics():
+    """Issue 16's cause: a network from scratch kept BatchNorm's initial statistics (mean 0,
+    variance 1) in the eval-mode features pass, so the first epochs' boundary and the median
+    bandwidth were fitted on features of a network whose BatchNorm did nothing. Now the
+    default recipe sets them from the training images: the first BatchNorm layer standardises
+    its input over the training set in eval mode."""
+    task = tasks.make_task(datasets.digits(), normal_class=3, ratio=0.1, seed=0)
+    model = DLMSVDD(TrainConfig(backbone="small_cnn", weights=None, epochs=0, verbose=0)).fit(task.train, task.val)
+    x = torch.stack([task.train[i][0] for i in range(len(task.train))])
+    layers = model.network_.backbone.layers.eval()
+    with torch.no_grad():
+        z = layers[1](layers[0](x)).double()
+    mean, var = z.mean(dim=(0, 2, 3)), z.var(dim=(0, 2, 3))
+    bn = layers[1]
+    np.testing.assert_allclose(mean, bn.bias.double().detach(), atol=1e-4)
+    np.testing.assert_allclose(var, bn.weight.double().detach() ** 2, rtol=1e-2)
 
 
 # ---- decisions without labelled anomalies in validation (issue 14, item 1)

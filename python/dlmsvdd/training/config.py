@@ -29,9 +29,20 @@ from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
 from .models import BACKBONES
+from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
 DIVERGENCE = ("rollback", "error")
+# How a network is trained, for the fields left at None: the paper's (its backbones start from
+# pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
+# training images (training.pretrain), the larger step of a network that starts far from a good
+# representation, and the epoch selection that small validation sets can support
+# (training.selection). README, "When DLM-SVDD helps".
+RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best"},
+           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest"}}
+# "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
+# autoencoder, then the statistics (training.pretrain)
+PRETRAINS = ("none", "batchnorm", "autoencoder")
 
 
 @dataclass
@@ -50,6 +61,10 @@ class TrainConfig:
     weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
+    # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
+    recipe: str = "auto"
+    pretrain: str | None = None  # step 0 before the first epoch: one of PRETRAINS; None: the recipe's
+    pretrain_steps: int = 100  # of the autoencoder (pretrain="autoencoder")
     # the boundary (alpha-step)
     backend: str = "exact"
     n_components: int = 1024
@@ -66,12 +81,13 @@ class TrainConfig:
     contamination: float | str = 0.1
     # the omega-step
     epochs: int = 30
-    lr: float = 1e-4
+    lr: float | None = None  # None: the recipe's (1e-4 for the paper, 1e-3 from scratch)
     weight_decay: float = 1e-4
     batch_size: int = 128
     grad_clip: float = 1.0
     softplus_power: float = 1.0
     selection: str = "auroc"  # validation metric for the best epoch
+    selection_rule: str | None = None  # "best" or "latest" (training.selection); None: the recipe's
     on_divergence: str = "rollback"  # non-finite or collapsed: "rollback" to the best epoch (a warning), or "error"
     # the run
     seed: int = 0
@@ -102,6 +118,17 @@ class TrainConfig:
         seed, warm starts and, under torchrun, the sharded solver)."""
         names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol", "contamination"}
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
+
+    def training_params(self) -> dict:
+        """The recipe, lr, pretrain and selection_rule as the run uses them: the values
+        given, else the recipe's. Resolved when used, not stored, so that a changed
+        backbone or weights changes them."""
+        recipe = self.recipe
+        if recipe == "auto":
+            # a custom module may come trained: the paper's recipe unless asked for
+            recipe = "scratch" if self.weights is None and self.backbone != "custom" else "paper"
+        values = {key: getattr(self, key) for key in RECIPES[recipe]}
+        return {"recipe": recipe, **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
     @property
     def imagenet_input(self) -> bool:
@@ -177,6 +204,10 @@ _RANGES = {
     "grad_clip": [_positive(Real)],
     "softplus_power": [_positive(Real)],
     "selection": [StrOptions(set(SELECTIONS))],
+    "selection_rule": [StrOptions(set(RULES))],
+    "recipe": [StrOptions({"auto", *RECIPES})],
+    "pretrain": [StrOptions(set(PRETRAINS))],
+    "pretrain_steps": [_at_least(Integral, 0)],
     "on_divergence": [StrOptions(set(DIVERGENCE))],
     "seed": [_at_least(Integral, 0)],
     "device": [_DeviceName()],
@@ -207,12 +238,15 @@ def typed(name: str, value):
     """``value`` read from text as field ``name``'s type: a string that spells a
     number becomes an int or float where the field takes one ('1e-3', which YAML
     1.1 leaves a string, '30' from a flag), 'none' or 'null' becomes None where
-    the field allows None. Anything else comes back as it is, for ``validate`` to
+    the field allows None and has no option of that name. Anything else comes back as it is, for ``validate`` to
     judge (unknown names too)."""
     kinds = _TYPES.get(name, ())
     if not isinstance(value, str):
         return value
     text = value.strip()
+    options = [c.options for c in _RANGES.get(name, ()) if isinstance(c, StrOptions)]
+    if any(text in o for o in options):  # an option spelled 'none' (pretrain) is that option, not None
+        return text
     if type(None) in kinds and text.lower() in ("none", "null", "~"):
         return None
     for kind in (int, float):

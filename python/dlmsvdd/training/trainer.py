@@ -27,7 +27,7 @@ from dlmsvdd_ext import LpSVDD
 
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images
-from . import checkpoints, divergence, memory, metrics, parallel
+from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
 from .config import TrainConfig
 from .models import FeatureNet, build_backbone
 
@@ -235,7 +235,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             return {}
         threshold = metrics.best_threshold(t_val, f_val)
         return {"val_auroc": metrics.auroc(t_val, f_val),
-                "val_balanced_accuracy": metrics.balanced_accuracy(t_val, f_val, threshold)}
+                "val_balanced_accuracy": metrics.balanced_accuracy(t_val, f_val, threshold),
+                "val_n_anomalous": int((t_val < 0).sum())}
 
     @staticmethod
     def _alpha_record(svdd: LpSVDD) -> dict:
@@ -258,6 +259,29 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         batch = max(1, cfg.batch_size // world)
         return DataLoader(augmented, batch_size=batch, sampler=sampler, num_workers=cfg.num_workers,
                           drop_last=len(sampler) > batch)
+
+    @staticmethod
+    def _augmented(train: Dataset) -> Dataset:
+        """The training images under the omega-step's augmentation (tasks' sets have one)."""
+        return train.augmented() if hasattr(train, "augmented") else train
+
+    def _pretrain(self, train: Dataset, kind: str) -> list[float]:
+        """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
+        autoencoder on the augmented training images if asked for, then the
+        BatchNorm statistics on the training images as the features pass sees them.
+        Every process runs it on all of them (DDP then starts all from rank 0's weights)."""
+        losses = []
+        if kind == "autoencoder":
+            cfg = self.config
+            loader = self._loader(self._augmented(train), shuffle=True, seed=cfg.seed)
+            losses = pretrain.autoencoder(self.network_, loader,
+                                          cfg.pretrain_steps, self.training_params_["lr"], cfg.weight_decay,
+                                          self.device)
+            if losses:
+                log.info("autoencoder: %d steps, loss %.4g -> %.4g", len(losses), losses[0], losses[-1])
+        if kind in ("batchnorm", "autoencoder"):
+            pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
+        return losses
 
     def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
         """Step 4: the batch losses, and what broke if a batch's features or loss
@@ -350,9 +374,9 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         optimizer = self._start(train)
-        augmented = train.augmented() if hasattr(train, "augmented") else train
+        augmented = self._augmented(train)
         epochs = 0 if cfg.frozen else cfg.epochs
-        best = (-np.inf, 0, None)  # (selection key, epoch, network weights) of the best epoch so far
+        best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
         if resume:
             first, best = self._restore_training(checkpoint, optimizer)
@@ -370,11 +394,9 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
             row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
                    "seconds_alpha": time.perf_counter() - t_features}
-            row.update(self._validate(val))  # 5. validation
-            # without both classes in validation there is no metric: the last epoch is kept
-            key = row.get(f"val_{cfg.selection}", epoch)
-            if key >= best[0]:  # ties go to the later, more trained epoch (small validation sets tie often)
-                best = (key, epoch, copy.deepcopy(self.network_.state_dict()))
+            row.update(self._validate(val))  # 5. validation, and the epoch to keep
+            best = selection.offer(best, epoch, row, cfg.selection, self.training_params_["selection_rule"],
+                                   lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
                 batch_losses, problem = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
@@ -413,6 +435,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         self.preprocessing_ = getattr(train, "preprocessing", None) or (
             Preprocessing.identity(example.shape) if example.dim() == 3 else None)
         self.network_ = self._build_network(self.in_channels_)
+        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0 and selection rule
+        self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
         self.ddp_ = None
@@ -425,7 +449,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             solver = LpSVDD.sharded_solver(solver)
             log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
         self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
-        return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=cfg.lr,
+        return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=self.training_params_["lr"],
                                                         weight_decay=cfg.weight_decay)
 
     def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
@@ -433,7 +457,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if best[2] is None:
             raise divergence.TrainingDiverged(
                 f"the initial network's {problem}; check the data and the backbone's weights")
-        hint = f"lower the learning rate (lr {self.config.lr:g})"
+        hint = f"lower the learning rate (lr {self.training_params_['lr']:g})"
         if self.config.on_divergence == "error":
             raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
         message = (f"training stopped at epoch {epoch}: {problem}; keeping epoch {best[1]}, the best before it "

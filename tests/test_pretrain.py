@@ -1,0 +1,125 @@
+"""Step 0 for a backbone from scratch (issue 16): the BatchNorm statistics on the
+training images, the autoencoder, and the recipes that choose them."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from dlmsvdd import datasets, tasks
+from dlmsvdd.training import pretrain
+from dlmsvdd.training.config import TrainConfig
+from dlmsvdd.training.models import FeatureNet, SmallCNN
+from dlmsvdd.training.trainer import DLMSVDD
+
+
+@pytest.fixture(scope="module")
+def task():
+    return tasks.make_task(datasets.digits(), normal_class=3, ratio=0.1, seed=0)
+
+
+def _images(split) -> torch.Tensor:
+    return torch.stack([split[i][0] for i in range(len(split))])
+
+
+def _first_bn_reference(net: SmallCNN, x: torch.Tensor):
+    """The first BatchNorm layer's input statistics over all of x: mean and unbiased variance per channel."""
+    with torch.no_grad():
+        z = net.layers[0](x).double()
+    return z.mean(dim=(0, 2, 3)), z.permute(1, 0, 2, 3).flatten(1).var(dim=1, unbiased=True)
+
+
+def test_calibrate_batchnorm_sets_the_data_statistics(task):
+    x = _images(task.train)
+    torch.manual_seed(0)
+    net = SmallCNN(1)
+    weights = {k: v.clone() for k, v in net.state_dict().items() if "running" not in k and "num_batches" not in k}
+    loader = DataLoader(TensorDataset(x, torch.ones(len(x))), batch_size=len(x))
+    assert pretrain.calibrate_batchnorm(net, loader) == 3
+    mean, var = _first_bn_reference(net, x)
+    bn = net.layers[1]
+    np.testing.assert_allclose(bn.running_mean.double(), mean, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.double(), var, rtol=1e-4, atol=1e-6)
+    assert all(m.momentum == 0.1 for m in net.modules() if isinstance(m, nn.BatchNorm2d))  # restored
+    assert all(torch.equal(v, net.state_dict()[k]) for k, v in weights.items())  # no weight changed
+
+
+def test_calibrate_batchnorm_averages_the_batches(task):
+    """Several batches: the running mean is the mean of the batches' means (PyTorch's cumulative average)."""
+    x = _images(task.train)[:96]
+    torch.manual_seed(0)
+    net = SmallCNN(1)
+    pretrain.calibrate_batchnorm(net, DataLoader(TensorDataset(x, torch.ones(96)), batch_size=32))
+    means = torch.stack([_first_bn_reference(net, x[i:i + 32])[0] for i in range(0, 96, 32)])
+    np.testing.assert_allclose(net.layers[1].running_mean.double(), means.mean(0), rtol=1e-4, atol=1e-6)
+
+
+def test_autoencoder_loss_falls(task):
+    x = _images(task.train)
+    torch.manual_seed(0)
+    net = FeatureNet(SmallCNN(1))
+    loader = DataLoader(TensorDataset(x, torch.ones(len(x))), batch_size=32, shuffle=True,
+                        generator=torch.Generator().manual_seed(0))
+    losses = pretrain.autoencoder(net, loader, steps=60, lr=1e-3)
+    assert len(losses) == 60
+    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
+    # the loss it reports is the reconstruction error of the pooled image (here the 8x8 image itself)
+    assert pretrain.target(x).shape == (len(x), 64)
+
+
+def test_reconstruction_target_pools_large_images():
+    x = torch.arange(2 * 3 * 32 * 32, dtype=torch.float32).reshape(2, 3, 32, 32)
+    expected = x.numpy().reshape(2, 3, 16, 2, 16, 2).mean(axis=(3, 5)).reshape(2, -1)
+    np.testing.assert_allclose(pretrain.target(x).numpy(), expected, rtol=1e-6)
+
+
+def test_recipes():
+    scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
+    assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm",
+                                         "selection_rule": "latest"}
+    paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best"}
+    assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
+    assert TrainConfig(weights="imagenet").validate().training_params() == paper  # the paper's ResNet-50
+    assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
+    assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == paper
+    given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best")
+    assert given.training_params() == {"recipe": "scratch", "lr": 0.01, "pretrain": "autoencoder",
+                                       "selection_rule": "best"}
+    # resolved when used: a changed backbone changes the recipe
+    assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
+                                 ).training_params()["recipe"] == "paper"
+    for bad, match in ((dict(recipe="fast"), "recipe must be one of"), (dict(pretrain="simclr"), "pretrain must be one of"),
+                       (dict(pretrain_steps=-1), "pretrain_steps must be an integer >= 0"), (dict(lr=0.0), "lr must be a positive number"),
+                       (dict(selection_rule="first"), "selection_rule must be one of")):
+        with pytest.raises(ValueError, match=match):
+            TrainConfig(**bad).validate()
+
+
+def _fit(task, **kw):
+    config = TrainConfig(backbone="small_cnn", weights=None, epochs=0, verbose=0, **kw)
+    return DLMSVDD(config).fit(task.train, task.val)
+
+
+def test_the_autoencoder_runs_its_steps_and_the_paper_recipe_no_step_0(task):
+    model = _fit(task, pretrain="autoencoder", pretrain_steps=5)
+    assert len(model.pretrain_losses_) == 5
+    # then the statistics: the first BatchNorm layer's are the training images' (as the default's)
+    mean, _ = _first_bn_reference(model.network_.backbone, _images(task.train))
+    np.testing.assert_allclose(model.network_.backbone.layers[1].running_mean.double(), mean, rtol=1e-4, atol=1e-6)
+    assert _fit(task).pretrain_losses_ == []
+    paper = _fit(task, recipe="paper")
+    assert paper.pretrain_losses_ == []
+    bn = paper.network_.backbone.layers[1]  # the paper's path as before: BatchNorm untouched
+    assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0
+
+
+def test_pretrain_none_given_is_kept(task):
+    """'none' is one of pretrain's options: it was read as None (the recipe's, i.e. step 0)
+    when the model copied its configuration, so pretrain="none" and --pretrain none ran step 0."""
+    assert TrainConfig.from_dict({"pretrain": "none"}).pretrain == "none"
+    assert TrainConfig.from_dict({"weights": "none"}).weights is None  # a field whose None is spelled 'none'
+    model = _fit(task, pretrain="none")
+    assert model.training_params_["pretrain"] == "none"
+    bn = model.network_.backbone.layers[1]  # untouched: no step 0
+    assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0
