@@ -20,10 +20,24 @@ def auroc(targets, scores) -> float:
 
 
 def best_threshold(targets, scores) -> float:
-    """The threshold on f (anomaly when f >= threshold) of maximal balanced accuracy."""
-    fpr, tpr, thresholds = roc_curve(_is_anomaly(targets), np.asarray(scores))
-    best = int(np.argmax(tpr - fpr))  # balanced accuracy = (tpr + 1 - fpr) / 2
-    return float(min(thresholds[best], np.finfo(np.float64).max))  # roc_curve's first threshold is +inf
+    """The threshold on f (anomaly when f >= threshold) of maximal balanced accuracy
+    on (targets, scores), in the middle of the gap that achieves it: every threshold
+    between the lowest score called anomalous and the highest score below it gives
+    the same balanced accuracy on these scores. The gap's upper end (roc_curve's
+    threshold, used before) calls normal every new anomaly that scores a little
+    below the lowest labelled one; with 2-3 validation anomalies that was most of
+    them (digits, ratio 0.1: test balanced accuracy 0.68-0.97 where the middle
+    gives 0.97-0.99)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    fpr, tpr, thresholds = roc_curve(_is_anomaly(targets), scores)
+    edge = thresholds[int(np.argmax(tpr - fpr))]  # balanced accuracy = (tpr + 1 - fpr) / 2
+    if not np.isfinite(edge):  # roc_curve's first threshold is +inf: everything normal
+        return float(np.finfo(np.float64).max)
+    below = scores[scores < edge]
+    if below.size == 0:
+        return float(edge)
+    middle = below.max() + (edge - below.max()) / 2
+    return float(middle if middle > below.max() else edge)  # adjacent floats: no middle
 
 
 def predict(scores, threshold: float) -> np.ndarray:
