@@ -1,0 +1,188 @@
+"""The CUDA kernels on a GPU (issue 18): each op on CUDA tensors against the CPU
+kernels and a float64 reference, at small sizes whose tiles do not divide them and
+at large ones, on a non-default stream; the Frank-Wolfe loop and LpSVDD end to end.
+
+Skipped where torch sees no CUDA device or the build has no CUDA code. With
+DLMSVDD_GPU_TEST_DEVICE=cpu the same comparisons run on CPU tensors (the large
+sizes excepted): that is how the tests' own logic is checked on machines without
+a GPU.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+from scipy.linalg import hadamard
+
+import dlmsvdd_ext
+from dlmsvdd_ext import LpSVDD, kernels, ops
+from dlmsvdd_ext.dual import DualProblem
+
+from conftest import rbf_reference, rel_err
+
+DEVICE = os.environ.get("DLMSVDD_GPU_TEST_DEVICE", "cuda")
+ON_GPU = DEVICE == "cuda"
+if ON_GPU:
+    pytestmark = pytest.mark.skipif(
+        not (torch.cuda.is_available() and dlmsvdd_ext.build_info()["cuda_architectures"]),
+        reason="needs a CUDA device and a build with CUDA code")
+large = pytest.mark.skipif(not ON_GPU, reason="large sizes only on the GPU (hours on a CPU)")
+
+TOL = {torch.float32: 2e-5, torch.float64: 1e-12}
+DTYPES = [torch.float32, torch.float64]
+
+
+def points(n, d, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64).to(dtype)
+
+
+def on_device(*arrays):
+    return [a.to(DEVICE) for a in arrays]
+
+
+def cpu(a):
+    return a.cpu() if isinstance(a, torch.Tensor) else torch.as_tensor(a)
+
+
+# ---- RBF kernel products: tiles of 64 and 128 do not divide these sizes
+
+SMALL = [(1, 1, 1), (67, 131, 33), (300, 257, 512)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("nx,ny,d", SMALL)
+def test_rbf_matvec_and_gram(dtype, nx, ny, d):
+    X, Y, V = points(nx, d, dtype, 0), points(ny, d, dtype, 1), points(ny, 3, dtype, 2)
+    gamma = 1.0 / d
+    ref = rbf_reference(X.numpy(), Y.numpy(), gamma)
+    Xd, Yd, Vd = on_device(X, Y, V)
+    assert rel_err(cpu(ops.rbf_matvec(Xd, Yd, Vd, gamma)), ref @ V.double().numpy()) < TOL[dtype] * 10
+    assert rel_err(cpu(ops.rbf_gram(Xd, Yd, gamma)), ref) < TOL[dtype]
+    assert rel_err(cpu(ops.rbf_columns(Xd, Yd[:5], gamma)), ref[:, :5]) < TOL[dtype]
+    np.testing.assert_allclose(cpu(ops.sq_distances(Xd, Yd)).double(), cpu(ops.sq_distances(X, Y)).double(),
+                               rtol=TOL[dtype] * 10, atol=TOL[dtype] * d)
+    # symmetric: each tile once and mirrored
+    Vx = points(nx, 2, dtype, 3)
+    sym = cpu(ops.rbf_matvec(Xd, None, Vx.to(DEVICE), gamma))
+    assert rel_err(sym, rbf_reference(X.numpy(), X.numpy(), gamma) @ Vx.double().numpy()) < TOL[dtype] * 10
+
+
+@large
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rbf_matvec_at_a_hundred_thousand_rows(dtype):
+    """N = 100,000, d = 2048, symmetric: rows checked against the CPU kernels."""
+    n, d = 100_000, 2048
+    X = points(n, d, dtype, 0) / np.sqrt(d)
+    V = points(n, 1, dtype, 1)
+    out = cpu(ops.rbf_matvec(X.to(DEVICE), None, V.to(DEVICE), 0.5))
+    rows = torch.randperm(n, generator=torch.Generator().manual_seed(0))[:256]
+    expected = cpu(ops.rbf_matvec(X[rows], X, V, 0.5))
+    assert rel_err(out[rows], expected.double().numpy()) < TOL[dtype] * 100
+
+
+# ---- fast Walsh-Hadamard transform and the structured feature maps
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("log2", [1, 5, 10, 12])
+def test_fwht(dtype, log2):
+    x = points(7, 2 ** log2, dtype)
+    expected = x.double().numpy() @ hadamard(2 ** log2).T
+    assert rel_err(cpu(ops.fwht(x.to(DEVICE))), expected) < TOL[dtype] * log2
+
+
+@large
+@pytest.mark.parametrize("log2", [13, 14, 15])
+def test_fwht_long_rows(log2):
+    x = points(64, 2 ** log2, torch.float32)
+    np.testing.assert_allclose(cpu(ops.fwht(x.to(DEVICE))), cpu(ops.fwht(x)), rtol=1e-4, atol=1e-3 * 2 ** (log2 / 2))
+
+
+@pytest.mark.parametrize("kernel", ["rff", "orf", "sorf", "fastfood", "nystrom", "rpcholesky"])
+def test_feature_maps_match_the_cpu(kernel):
+    X = points(500, 100, torch.float32) / 10
+    cpu_map = kernels.make(kernel, gamma=0.5, n_components=200, random_state=0).fit(X)
+    gpu_map = kernels.make(kernel, gamma=0.5, n_components=200, random_state=0).fit(X.to(DEVICE))
+    np.testing.assert_allclose(cpu(gpu_map.transform(X.to(DEVICE))), cpu_map.transform(X), rtol=1e-4, atol=2e-5)
+
+
+def test_rpcholesky_same_pivots_as_the_cpu():
+    X = points(2000, 64, torch.float64) / 4
+    L, pivots = ops.rpcholesky(X, 0.5, 100, seed=3, block_size=16)
+    Ld, pivots_d = ops.rpcholesky(X.to(DEVICE), 0.5, 100, seed=3, block_size=16)
+    np.testing.assert_array_equal(cpu(pivots_d), pivots)
+    np.testing.assert_allclose(cpu(Ld), L, rtol=1e-10, atol=1e-12)
+
+
+# ---- the Frank-Wolfe loop and LpSVDD
+
+def _fw_problem(n=700, d=16):
+    rng = np.random.default_rng(0)
+    X = torch.from_numpy(np.vstack([rng.standard_normal((n - n // 10, d)), rng.standard_normal((n // 10, d)) + 1.5]))
+    t = torch.cat([torch.ones(n - n // 10), -torch.ones(n // 10)]).double()
+    return X, t, 1.0 / d
+
+
+@pytest.mark.parametrize("source", ["dense", "features", "factor"])
+@pytest.mark.parametrize("method", ["vanilla", "pairwise"])
+def test_fw_solve_matches_the_cpu_loop(source, method):
+    """The compiled loop with its passes as CUDA kernels against the CPU loop: the
+    same iterates up to reductions' rounding (float64 state)."""
+    X, t, gamma = _fw_problem()
+    K = cpu(ops.rbf_gram(X, None, gamma))
+    Z = torch.linalg.cholesky(K + 1e-6 * torch.eye(len(K)))[:, :64].contiguous()  # a factor: columns Z Z[i]^T
+    matrix = {"dense": K, "features": X, "factor": Z}[source]
+    K_used = Z @ Z.T if source == "factor" else K
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    results = []
+    for device in ("cpu", DEVICE):
+        alpha = prob.uniform_alpha().to(device)
+        Ka = (K_used @ (prob.uniform_alpha() * prob.t)).to(device)
+        info = ops.fw_solve(alpha, Ka, prob.t.to(device), prob.coefs(), method=method, max_iter=200, tol=0.0,
+                            source=source, matrix=matrix.to(device), gamma=gamma, cache_slots=8)
+        results.append((cpu(alpha), info))
+    (alpha_cpu, info_cpu), (alpha_dev, info_dev) = results
+    assert info_dev["n_iter"] == info_cpu["n_iter"] == 200
+    np.testing.assert_allclose(info_dev["history_objective"], info_cpu["history_objective"], rtol=1e-9)
+    np.testing.assert_allclose(alpha_dev, alpha_cpu, rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["exact", "nystrom", "sorf"])
+@pytest.mark.parametrize("solver", ["apg", "pairwise"])
+def test_lpsvdd_fits_the_same_boundary(kernel, solver):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.standard_normal((600, 32)), rng.standard_normal((60, 32)) + 1.5]).astype(np.float32)
+    y = np.r_[np.ones(600), -np.ones(60)]
+    params = dict(kernel=kernel, n_components=128, solver=solver, random_state=0, tol=1e-8, max_iter=20000)
+    on_cpu = LpSVDD(**params, device="cpu").fit(X, y)
+    on_gpu = LpSVDD(**params, device=DEVICE).fit(X, y)
+    assert on_cpu.converged_ and on_gpu.converged_
+    np.testing.assert_allclose(on_gpu.objective_, on_cpu.objective_, rtol=1e-6)
+    np.testing.assert_allclose(on_gpu.dissimilarity(X), on_cpu.dissimilarity(X), rtol=1e-4, atol=1e-6)
+
+
+def test_ops_run_on_the_current_stream():
+    """Inputs written on a side stream and the op queued there, no synchronisation in
+    between: a kernel on the default stream could read X before it is written."""
+    if not ON_GPU:
+        pytest.skip("streams exist only on the GPU")
+    X = points(4096, 256, torch.float32).to(DEVICE)
+    V = torch.ones(4096, 1, device=DEVICE)
+    expected = ops.rbf_matvec(X, None, V, 0.01)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        assert ops._stream(X) == side.cuda_stream
+        Y = X * 1.0  # queued on the side stream
+        out = ops.rbf_matvec(Y, None, V, 0.01)
+    side.synchronize()
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_inputs_on_two_devices_are_refused():
+    if not ON_GPU or torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    X = points(10, 4, torch.float32)
+    with pytest.raises(ValueError, match="different device"):
+        ops.rbf_matvec(X.to("cuda:0"), X.to("cuda:1"), torch.ones(10, 1, device="cuda:0"), 1.0)
