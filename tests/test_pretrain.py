@@ -118,6 +118,7 @@ def test_pretrain_none_given_is_kept(task):
     """'none' is one of pretrain's options: it was read as None (the recipe's, i.e. step 0)
     when the model copied its configuration, so pretrain="none" and --pretrain none ran step 0."""
     assert TrainConfig.from_dict({"pretrain": "none"}).pretrain == "none"
+    assert TrainConfig.from_dict({"pretrain": "None"}).pretrain == "none"  # any case: the option, not None
     assert TrainConfig.from_dict({"weights": "none"}).weights is None  # a field whose None is spelled 'none'
     model = _fit(task, pretrain="none")
     assert model.training_params_["pretrain"] == "none"

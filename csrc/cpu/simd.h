@@ -7,7 +7,7 @@
 // T's vector (V, W lanes) and the integer vector of the same lane width (I, lanes of Int).
 template <typename T>
 struct Simd {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double lanes");
+  static_assert(std::is_floating_point_v<T> && (sizeof(T) == 4 || sizeof(T) == 8), "float or double lanes");
   static constexpr int W = int(DLMSVDD_VEC_BYTES / sizeof(T));
   using Int = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
   typedef T V __attribute__((vector_size(DLMSVDD_VEC_BYTES)));

@@ -244,9 +244,9 @@ def typed(name: str, value):
     if not isinstance(value, str):
         return value
     text = value.strip()
-    options = [c.options for c in _RANGES.get(name, ()) if isinstance(c, StrOptions)]
-    if any(text in o for o in options):  # an option spelled 'none' (pretrain) is that option, not None
-        return text
+    options = {o.lower(): o for c in _RANGES.get(name, ()) if isinstance(c, StrOptions) for o in c.options}
+    if text.lower() in options:  # an option spelled 'none' (pretrain) is that option, in any case, not None
+        return options[text.lower()]
     if type(None) in kinds and text.lower() in ("none", "null", "~"):
         return None
     for kind in (int, float):

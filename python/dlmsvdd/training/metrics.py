@@ -36,7 +36,7 @@ def best_threshold(targets, scores) -> float:
     below = scores[scores < edge]
     if below.size == 0:
         return float(edge)
-    middle = below.max() + (edge - below.max()) / 2
+    middle = below.max() / 2 + edge / 2  # halves first: no overflow near float64's largest values
     return float(middle if middle > below.max() else edge)  # adjacent floats: no middle
 
 
