@@ -65,55 +65,61 @@ def _bench(args) -> int:
     return 0
 
 
-# flag -> (config field, help); every flag overrides the --config file. The values
-# are typed as the field (TrainConfig's typed) and checked with the whole configuration.
+# flag -> help; a flag sets the config field of its name (_field) and overrides the
+# --config file. The values are typed as the field (TrainConfig's typed) and checked
+# with the whole configuration.
 TRAIN_FLAGS = {
-    "--data": ("data", "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder"),
-    "--root": ("root", "data root (torchvision layout; ImageNet root for imagenet_lt)"),
-    "--split-dir": ("split_dir", "folder of ImageNet_LT_{train,test}.txt (default: root)"),
-    "--normal-class": ("normal_class", "the normal class (index)"),
-    "--ratio": ("ratio", "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)"),
-    "--rho": ("rho", "long-tailed pool with imbalance ratio rho (10, 50, 100)"),
-    "--backbone": ("backbone", "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
-                               "resnet50 with them"),
-    "--weights": ("weights", "imagenet (local torch cache; the paper's), a state-dict file, or none "
-                             "(the default)"),
-    "--image-size": ("image_size", "resize images to this size"),
-    "--backend": ("backend", "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky"),
-    "--n-components": ("n_components", "approximation budget m (alias --m, but not under torchrun)"),
-    "--p": ("p", "slack exponent p >= 1.1 (under torchrun spell it --slack-p)"),
-    "--nu": ("nu", "margin weight nu >= 1 (under torchrun spell it --margin-nu)"),
-    "--gamma": ("gamma", "median (once, from the initial features), per-epoch, or a value"),
-    "--solver": ("solver", "apg, pairwise or paper"),
-    "--contamination": ("contamination", "threshold without validation anomalies: the fraction of normal "
-                        "samples called anomalous, or radius (the sphere's r^2)"),
-    "--epochs": ("epochs", "alternating epochs"),
-    "--recipe": ("recipe", "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, lr 1e-3, "
-                           "latest epoch); auto: scratch for a built-in backbone without weights"),
-    "--pretrain": ("pretrain", "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)"),
-    "--pretrain-steps": ("pretrain_steps", "autoencoder steps"),
-    "--lr": ("lr", "Adam learning rate (default: the recipe's)"),
-    "--weight-decay": ("weight_decay", "Adam weight decay"),
-    "--batch-size": ("batch_size", "mini-batch size"),
-    "--selection": ("selection", "validation metric for the best epoch: auroc or balanced_accuracy"),
-    "--selection-rule": ("selection_rule", "best, or latest: the latest epoch within one validation anomaly of the "
-                                           "best (default: the recipe's)"),
-    "--on-divergence": ("on_divergence", "non-finite or collapsed training: rollback (to the best epoch, with a "
-                                         "warning; default) or error"),
-    "--seed": ("seed", "seed of every random draw"),
-    "--device": ("device", "auto, cpu, cuda or cuda:N"),
-    "--num-workers": ("num_workers", "data-loader worker processes"),
-    "--output": ("output", "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)"),
-    "--verbose": ("verbose", "0 quiet, 1 epoch bar, 2 batch bars too (and tracebacks of errors)"),
+    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder",
+    "--root": "data root (torchvision layout; ImageNet root for imagenet_lt)",
+    "--split-dir": "folder of ImageNet_LT_{train,test}.txt (default: root)",
+    "--normal-class": "the normal class (index)",
+    "--ratio": "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)",
+    "--rho": "long-tailed pool with imbalance ratio rho (10, 50, 100)",
+    "--backbone": "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
+                  "resnet50 with them",
+    "--weights": "imagenet (local torch cache; the paper's), a state-dict file, or none "
+                 "(the default)",
+    "--image-size": "resize images to this size",
+    "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
+    "--n-components": "approximation budget m (alias --m, but not under torchrun)",
+    "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
+    "--nu": "margin weight nu >= 1 (under torchrun spell it --margin-nu)",
+    "--gamma": "median (once, from the initial features), per-epoch, or a value",
+    "--solver": "apg, pairwise or paper",
+    "--contamination": "threshold without validation anomalies: the fraction of normal "
+                       "samples called anomalous, or radius (the sphere's r^2)",
+    "--epochs": "alternating epochs",
+    "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, lr 1e-3, "
+                "latest epoch); auto: scratch for a built-in backbone without weights",
+    "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
+    "--pretrain-steps": "autoencoder steps",
+    "--lr": "Adam learning rate (default: the recipe's)",
+    "--weight-decay": "Adam weight decay",
+    "--batch-size": "mini-batch size",
+    "--selection": "validation metric for the best epoch: auroc or balanced_accuracy",
+    "--selection-rule": "best, or latest: the latest epoch within one validation anomaly of the "
+                        "best (default: the recipe's)",
+    "--on-divergence": "non-finite or collapsed training: rollback (to the best epoch, with a "
+                       "warning; default) or error",
+    "--seed": "seed of every random draw",
+    "--device": "auto, cpu, cuda or cuda:N",
+    "--num-workers": "data-loader worker processes",
+    "--output": "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)",
+    "--verbose": "0 quiet, 1 epoch bar, 2 batch bars too (and tracebacks of errors)",
 }
 # Spellings torchrun's own parser does not mistake for its options (it
 # rejects prefixes of several of them, even after the script's name).
 FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("--slack-p",)}
-SWITCHES = {"--frozen": ("frozen", "keep the backbone fixed (\"fixed CNN\")"),
-            "--fine-labels": ("fine_labels", "CIFAR-100: the 100 fine classes"),
-            "--tensorboard": ("tensorboard", "also log each epoch's numbers to RUN/tensorboard (needs the "
-                                             "tensorboard package)")}
+SWITCHES = {"--frozen": "keep the backbone fixed (\"fixed CNN\")",
+            "--fine-labels": "CIFAR-100: the 100 fine classes",
+            "--tensorboard": "also log each epoch's numbers to RUN/tensorboard (needs the "
+                             "tensorboard package)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change
+
+
+def _field(flag: str) -> str:
+    """The configuration field a train flag sets: --weight-decay sets weight_decay."""
+    return flag[2:].replace("-", "_")
 
 
 def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
@@ -122,18 +128,19 @@ def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
     their help shows the value used when neither gives one (``defaults``, a TrainConfig)."""
     from .training.config import typed
 
-    for flag, (field, text) in TRAIN_FLAGS.items():
+    for flag, text in TRAIN_FLAGS.items():
+        field = _field(flag)
         default = getattr(defaults, field)
         shown = "" if default is None else f" (default: {default})"
         parser.add_argument(flag, *FLAG_ALIASES.get(flag, ()), dest=field, type=functools.partial(typed, field),
                             default=argparse.SUPPRESS, help=text + shown)
-    for flag, (field, text) in SWITCHES.items():
-        parser.add_argument(flag, dest=field, action="store_true", default=argparse.SUPPRESS, help=text)
+    for flag, text in SWITCHES.items():
+        parser.add_argument(flag, dest=_field(flag), action="store_true", default=argparse.SUPPRESS, help=text)
 
 
 def _given(args) -> dict:
     """The configuration fields the flags set."""
-    fields = [field for field, _ in [*TRAIN_FLAGS.values(), *SWITCHES.values()]]
+    fields = [_field(flag) for flag in [*TRAIN_FLAGS, *SWITCHES]]
     return {field: getattr(args, field) for field in fields if hasattr(args, field)}
 
 
