@@ -20,10 +20,12 @@ from dlmsvdd.cli import main
 from dlmsvdd.data.sources import STATS
 from dlmsvdd_ext.kernels import BACKENDS
 
-# The parity the export promises: 1e-5 relative, or 2e-6 absolute where f is near 0. f = 1 - 2 k'a + a'Ka is
-# a difference of terms of size about 1 + a'Ka, which float32 rounds at about 1e-7 each; at f = 0.03 both
-# the compiled kernels and the exported scorer are 2e-5 relative from a float64 evaluation.
-RTOL, ATOL = 1e-5, 2e-6
+# The parity the export promises: 1e-5 relative, or 5e-6 absolute where f is near 0. f = 1 - 2 k'a + a'Ka is
+# a difference of terms of size about 1 + a'Ka, which float32 rounds at about 1e-7 each, and the features'
+# rounding reaches f multiplied by gamma: at f = 0.03 both the compiled kernels and the exported scorer are
+# 2e-5 relative from a float64 evaluation; with Nystrom on the 64-wide small CNN (gamma 7.6) both are 4e-6
+# absolute from it near f = 0.1 (3.8e-6 and 4.3e-6).
+RTOL, ATOL = 1e-5, 5e-6
 
 
 def _config(**kw):

@@ -38,8 +38,8 @@ DIVERGENCE = ("rollback", "error")
 # training images (training.pretrain), the larger step of a network that starts far from a good
 # representation, and the epoch selection that small validation sets can support
 # (training.selection). README, "When DLM-SVDD helps".
-RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best"},
-           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest"}}
+RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": 32},
+           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": 64}}
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")
@@ -60,6 +60,9 @@ class TrainConfig:
     backbone: str = "auto"  # small_cnn when no pretrained weights are asked for, else resnet50
     weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
+    # the small CNN's channels in its first block (then twice and four times that; features: four times).
+    # None: the recipe's, 32 for the paper's, 64 from scratch (README, "When DLM-SVDD helps")
+    cnn_width: int | None = None
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
     # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
     recipe: str = "auto"
@@ -104,6 +107,9 @@ class TrainConfig:
             self.weights = None
         if self.backbone == "auto":  # a network that fits without pretrained weights; the paper's with them
             self.backbone = "small_cnn" if self.weights is None else "resnet50"
+        if self.cnn_width is not None and self.backbone != "small_cnn":
+            raise ValueError(f"cnn_width sets the small CNN's channels; backbone {self.backbone!r} has its own "
+                             "width: leave cnn_width unset (None)")
         own = {name: getattr(self, name) for name in CONSTRAINTS}
         boundary_params.check(own, table=CONSTRAINTS)
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
@@ -120,7 +126,7 @@ class TrainConfig:
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
     def training_params(self) -> dict:
-        """The recipe, lr, pretrain and selection_rule as the run uses them: the values
+        """The recipe, lr, pretrain, selection_rule and cnn_width as the run uses them: the values
         given, else the recipe's. Resolved when used, not stored, so that a changed
         backbone or weights changes them."""
         recipe = self.recipe
@@ -197,6 +203,7 @@ _RANGES = {
     "val_fraction": [Interval(Real, 0, 1, closed="neither")],
     "backbone": [StrOptions(set(BACKBONES) | {"custom"})],
     "image_size": [_positive(Integral)],
+    "cnn_width": [_positive(Integral)],
     "epochs": [_at_least(Integral, 0)],
     "lr": [_positive(Real)],
     "weight_decay": [_at_least(Real, 0)],

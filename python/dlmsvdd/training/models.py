@@ -17,8 +17,8 @@ RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resn
 
 
 class SmallCNN(nn.Module):
-    """Three conv-BN-ReLU blocks (32, 64, 128 channels), two max-pools, global
-    average pooling: 128-d features for images of 8 pixels and more."""
+    """Three conv-BN-ReLU blocks (width, 2 width, 4 width channels), two max-pools,
+    global average pooling: 4 width-d features for images of 8 pixels and more."""
 
     def __init__(self, in_channels: int = 1, width: int = 32):
         super().__init__()
@@ -91,11 +91,13 @@ def imagenet_weights_path(name: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
 
 
-def build_backbone(name: str, weights: str | None = None, in_channels: int = 3) -> tuple[nn.Module, int]:
+def build_backbone(name: str, weights: str | None = None, in_channels: int = 3,
+                   cnn_width: int = 32) -> tuple[nn.Module, int]:
     """(backbone without its classifier, feature dimension). weights: None,
-    "imagenet" (from the local torch cache; never downloaded) or a state-dict file."""
+    "imagenet" (from the local torch cache; never downloaded) or a state-dict file.
+    cnn_width: the small CNN's (SmallCNN's width); the ResNets have their own."""
     if name == "small_cnn":
-        model = SmallCNN(in_channels)
+        model = SmallCNN(in_channels, cnn_width)
         if weights == "imagenet":
             raise ValueError("the small CNN has no ImageNet weights; use weights=None or a state-dict file")
         if weights is not None:

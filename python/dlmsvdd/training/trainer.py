@@ -187,14 +187,16 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     # ---- building blocks
 
-    def _build_network(self, in_channels: int) -> FeatureNet:
+    def _build_network(self, in_channels: int, cnn_width: int | None = None) -> FeatureNet:
+        """The backbone with the feature head; the small CNN ``cnn_width`` wide (None: the config's, else its recipe's)."""
         cfg = self.config
         if cfg.backbone == "custom":
             if self.custom_backbone is None:
                 raise ValueError("backbone 'custom' needs the nn.Module itself: DLMSVDD(..., backbone=module)")
             backbone = self.custom_backbone
         else:
-            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels)
+            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels,
+                                         cnn_width or cfg.training_params()["cnn_width"])
         return FeatureNet(backbone).to(self.device)
 
     def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
@@ -435,7 +437,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         self.preprocessing_ = getattr(train, "preprocessing", None) or (
             Preprocessing.identity(example.shape) if example.dim() == 3 else None)
         self.network_ = self._build_network(self.in_channels_)
-        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0 and selection rule
+        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0, selection rule, CNN width
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -663,13 +665,16 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             values["device"] = device
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
+        # the width it was trained with: its recipe's, resolved before the weights are dropped (which
+        # could change the recipe); 32 in a checkpoint written before cnn_width existed
+        cnn_width = TrainConfig(**values).training_params()["cnn_width"] if "cnn_width" in values else 32
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
         model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
         model.preprocessing_ = None if stored is None else Preprocessing.from_dict(stored)
-        model.network_ = model._build_network(model.in_channels_)
+        model.network_ = model._build_network(model.in_channels_, cnn_width)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
