@@ -77,7 +77,7 @@ def test_reconstruction_target_pools_large_images():
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
     assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm",
-                                         "selection_rule": "latest", "cnn_width": 64}
+                                         "selection_rule": "latest", "cnn_width": 32}
     paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": 32}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     assert TrainConfig(weights="imagenet").validate().training_params() == paper  # the paper's ResNet-50

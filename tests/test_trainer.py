@@ -83,24 +83,23 @@ def _width(model) -> int:
     return model.network_.backbone.layers[0].out_channels
 
 
-def test_the_small_cnn_has_the_recipes_width_and_reloads_at_it(task, tmp_path):
-    """Scratch trains the small CNN 64 channels wide, the paper 32 (so that its recipe stays
-    as it was); a model reloads at the width it was trained with: a small CNN started from
-    a weights file is the paper's (32) even though the reloaded configuration has no weights,
-    and a checkpoint written before cnn_width existed had 32."""
-    scratch = DLMSVDD(_config(recipe="auto", epochs=1)).fit(task.train, task.val)
-    assert _width(scratch) == 64 and scratch.network_.backbone.out_features == 256
+def test_the_small_cnn_has_the_width_asked_for_and_reloads_at_it(task, tmp_path):
+    """cnn_width sets the small CNN's width (32 by default); a model reloads at the width it was
+    trained with: a small CNN started from a weights file, whose reloaded configuration has no
+    weights, and a checkpoint written before cnn_width existed (32)."""
+    wide = DLMSVDD(_config(recipe="auto", epochs=1, cnn_width=64)).fit(task.train, task.val)
+    assert _width(wide) == 64 and wide.network_.backbone.out_features == 256
     torch.save(SmallCNN(1).state_dict(), tmp_path / "start.pt")
     from_file = DLMSVDD(_config(recipe="auto", epochs=1, weights=str(tmp_path / "start.pt"))).fit(task.train, task.val)
     assert from_file.training_params_["recipe"] == "paper" and _width(from_file) == 32
-    for name, model in (("scratch", scratch), ("from_file", from_file)):
+    for name, model in (("wide", wide), ("from_file", from_file)):
         model.save(tmp_path / f"{name}.pt")
         loaded = DLMSVDD.load(tmp_path / f"{name}.pt")
         assert _width(loaded) == _width(model)
         np.testing.assert_array_equal(loaded.dissimilarity(task.val), model.dissimilarity(task.val))
     old = torch.load(tmp_path / "from_file.pt", weights_only=True)
     del old["config"]["cnn_width"]
-    old["config"]["weights"] = None  # as a scratch model of before: its recipe now would say 64
+    old["config"]["weights"] = None  # as a scratch model of before
     torch.save(old, tmp_path / "old.pt")
     loaded = DLMSVDD.load(tmp_path / "old.pt")
     np.testing.assert_array_equal(loaded.dissimilarity(task.val), from_file.dissimilarity(task.val))

@@ -80,7 +80,7 @@ TRAIN_FLAGS = {
     "--weights": "imagenet (local torch cache; the paper's), a state-dict file, or none "
                  "(the default)",
     "--image-size": "resize images to this size",
-    "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32 paper, 64 scratch)",
+    "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
@@ -90,8 +90,8 @@ TRAIN_FLAGS = {
     "--contamination": "threshold without validation anomalies: the fraction of normal "
                        "samples called anomalous, or radius (the sphere's r^2)",
     "--epochs": "alternating epochs",
-    "--recipe": "auto, paper (lr 1e-4, best epoch, CNN width 32) or scratch (BatchNorm statistics first, "
-                "lr 1e-3, latest epoch, CNN width 64); auto: scratch for a built-in backbone without weights",
+    "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
+                "lr 1e-3, latest epoch); auto: scratch for a built-in backbone without weights",
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
     "--pretrain-steps": "autoencoder steps",
     "--lr": "Adam learning rate (default: the recipe's)",

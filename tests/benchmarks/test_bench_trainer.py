@@ -7,8 +7,8 @@ over 3 seeds, and the mean fit seconds: DLM-SVDD as a user gets it for the small
 from scratch (its default recipe), with the paper's recipe, with the old demo's
 settings and with its pretrained CNN fixed; LpSVDD and OneClassSVM on raw pixels,
 scikit-learn's RBF SVC and logistic regression on the same labelled images; and two
-ablations of the default (no step 0; the paper's best-epoch selection; the paper's
-32-wide small CNN). About 40 minutes on one core.
+ablations of the default (no step 0; the paper's best-epoch selection; a small CNN
+twice as wide). About 40 minutes on one core.
 """
 
 from benchmarks.digits_study import METHODS, PIXEL_METHODS, digits_method_table, markdown_table
