@@ -28,7 +28,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
-from .models import BACKBONES
+from .models import BACKBONES, SMALL_CNN_WIDTH
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
@@ -38,8 +38,8 @@ DIVERGENCE = ("rollback", "error")
 # training images (training.pretrain), the larger step of a network that starts far from a good
 # representation, and the epoch selection that small validation sets can support
 # (training.selection). README, "When DLM-SVDD helps".
-RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": 32},
-           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": 32}}
+RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": SMALL_CNN_WIDTH},
+           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": SMALL_CNN_WIDTH}}
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")

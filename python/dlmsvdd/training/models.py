@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from ..data.sources import vision
 
 BACKBONES = ("small_cnn", "resnet18", "resnet50")
+SMALL_CNN_WIDTH = 32  # the small CNN's first-block channels unless asked otherwise (TrainConfig.cnn_width)
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
 
 
@@ -20,7 +21,7 @@ class SmallCNN(nn.Module):
     """Three conv-BN-ReLU blocks (width, 2 width, 4 width channels), two max-pools,
     global average pooling: 4 width-d features for images of 8 pixels and more."""
 
-    def __init__(self, in_channels: int = 1, width: int = 32):
+    def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH):
         super().__init__()
 
         def block(c_in, c_out, pool):
@@ -92,7 +93,7 @@ def imagenet_weights_path(name: str) -> Path:
 
 
 def build_backbone(name: str, weights: str | None = None, in_channels: int = 3,
-                   cnn_width: int = 32) -> tuple[nn.Module, int]:
+                   cnn_width: int = SMALL_CNN_WIDTH) -> tuple[nn.Module, int]:
     """(backbone without its classifier, feature dimension). weights: None,
     "imagenet" (from the local torch cache; never downloaded) or a state-dict file.
     cnn_width: the small CNN's (SmallCNN's width); the ResNets have their own."""

@@ -29,7 +29,7 @@ from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images
 from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
 from .config import TrainConfig
-from .models import FeatureNet, build_backbone
+from .models import SMALL_CNN_WIDTH, FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
 
@@ -187,16 +187,15 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     # ---- building blocks
 
-    def _build_network(self, in_channels: int, cnn_width: int | None = None) -> FeatureNet:
-        """The backbone with the feature head; the small CNN ``cnn_width`` wide (None: the config's, else its recipe's)."""
+    def _build_network(self, in_channels: int, cnn_width: int) -> FeatureNet:
+        """The backbone with the feature head; the small CNN ``cnn_width`` wide."""
         cfg = self.config
         if cfg.backbone == "custom":
             if self.custom_backbone is None:
                 raise ValueError("backbone 'custom' needs the nn.Module itself: DLMSVDD(..., backbone=module)")
             backbone = self.custom_backbone
         else:
-            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels,
-                                         cnn_width or cfg.training_params()["cnn_width"])
+            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels, cnn_width)
         return FeatureNet(backbone).to(self.device)
 
     def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
@@ -436,8 +435,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         # how raw images become the network's input: the dataset's record, or images taken as they are
         self.preprocessing_ = getattr(train, "preprocessing", None) or (
             Preprocessing.identity(example.shape) if example.dim() == 3 else None)
-        self.network_ = self._build_network(self.in_channels_)
         self.training_params_ = cfg.training_params()  # the recipe's lr, step 0, selection rule, CNN width
+        self.network_ = self._build_network(self.in_channels_, self.training_params_["cnn_width"])
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -666,8 +665,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
         # the width it was trained with: its recipe's, resolved before the weights are dropped (which
-        # could change the recipe); 32 in a checkpoint written before cnn_width existed
-        cnn_width = TrainConfig(**values).training_params()["cnn_width"] if "cnn_width" in values else 32
+        # could change the recipe); SMALL_CNN_WIDTH in a checkpoint written before cnn_width existed
+        cnn_width = TrainConfig(**values).training_params()["cnn_width"] if "cnn_width" in values else SMALL_CNN_WIDTH
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
