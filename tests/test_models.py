@@ -66,3 +66,55 @@ def test_small_cnn_on_small_images(size, channels):
     torch.testing.assert_close(phi.norm(dim=1), torch.ones(3))
     with pytest.raises(ValueError, match="no ImageNet weights"):
         build_backbone("small_cnn", "imagenet")
+
+
+def test_one_branch_is_the_plain_small_cnn():
+    """branches=1 builds the small CNN of before: its layers, parameter names and, from the
+    same seed, its weights and features."""
+    torch.manual_seed(3)
+    plain = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    torch.manual_seed(3)
+    net = SmallCNN(1, width=8, branches=1)
+    assert {"layers." + k: v.shape for k, v in plain.state_dict().items()} == {k: v.shape for k, v in net.state_dict().items()}
+    for k, v in plain.state_dict().items():
+        assert torch.equal(net.state_dict()["layers." + k], v)
+    x = torch.randn(4, 1, 8, 8)
+    torch.testing.assert_close(net(x), plain(x), rtol=0, atol=0)
+    assert net.out_features == 32
+
+
+@pytest.mark.parametrize("branches", [2, 4])
+def test_branches_are_independent_small_cnns_whose_squared_distances_average(branches):
+    """Each branch of a K-branch small CNN is a plain small CNN with its slice of the weights;
+    the features are the branches' unit features over sqrt(K), so a squared distance between
+    two images is the mean of the branches' squared distances."""
+    torch.manual_seed(0)
+    net = SmallCNN(3, width=4, branches=branches)
+    for m in net.modules():  # BatchNorm with statistics other than the initial ones, in eval mode
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
+    net.eval()
+    state = net.state_dict()
+    x = torch.randn(5, 3, 12, 12)
+    with torch.no_grad():
+        phi = net(x)
+        parts = []
+        for b in range(branches):
+            plain = SmallCNN(3, width=4).eval()
+            own = {}
+            for k, v in plain.state_dict().items():
+                whole = state[k]
+                own[k] = whole if v.dim() == 0 else whole.reshape(branches, *v.shape)[b]  # num_batches_tracked
+            plain.load_state_dict(own)
+            parts.append(torch.nn.functional.normalize(plain(x), dim=1))
+    assert net.out_features == branches * 16 and phi.shape == (5, branches * 16)
+    torch.testing.assert_close(phi, torch.cat(parts, dim=1) / branches ** 0.5, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(phi.norm(dim=1), torch.ones(5))
+    d2 = torch.cdist(phi, phi) ** 2
+    mean_d2 = torch.stack([torch.cdist(p, p) ** 2 for p in parts]).mean(0)
+    torch.testing.assert_close(d2, mean_d2, rtol=1e-4, atol=1e-5)

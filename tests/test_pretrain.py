@@ -77,16 +77,17 @@ def test_reconstruction_target_pools_large_images():
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
     assert scratch.training_params() == {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm",
-                                         "selection_rule": "latest", "cnn_width": 32}
-    paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": 32}
+                                         "selection_rule": "latest", "cnn_width": 32, "cnn_branches": 4}
+    paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": 32,
+             "cnn_branches": 1}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     assert TrainConfig(weights="imagenet").validate().training_params() == paper  # the paper's ResNet-50
     assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
     assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == paper
     given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best",
-                        cnn_width=16)
+                        cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"recipe": "scratch", "lr": 0.01, "pretrain": "autoencoder",
-                                       "selection_rule": "best", "cnn_width": 16}
+                                       "selection_rule": "best", "cnn_width": 16, "cnn_branches": 2}
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
                                  ).training_params()["recipe"] == "paper"
@@ -94,7 +95,9 @@ def test_recipes():
                        (dict(pretrain_steps=-1), "pretrain_steps must be an integer >= 0"), (dict(lr=0.0), "lr must be a positive number"),
                        (dict(selection_rule="first"), "selection_rule must be one of"),
                        (dict(cnn_width=0), "cnn_width must be a positive integer or None"),
-                       (dict(backbone="resnet18", cnn_width=64), "cnn_width sets the small CNN's channels")):
+                       (dict(cnn_branches=0), "cnn_branches must be a positive integer or None"),
+                       (dict(backbone="resnet18", cnn_width=64), "cnn_width shapes the small CNN"),
+                       (dict(backbone="resnet50", weights="imagenet", cnn_branches=4), "cnn_branches shapes the small CNN")):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad).validate()
 

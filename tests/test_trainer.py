@@ -79,30 +79,38 @@ def test_save_load_scores_identically(fitted, task, tmp_path):
     assert torch.load(path, weights_only=True)["versions"]["torch"] == torch.__version__
 
 
-def _width(model) -> int:
-    return model.network_.backbone.layers[0].out_channels
+def _shape(model) -> tuple[int, int]:
+    """The small CNN's (width, branches)."""
+    cnn = model.network_.backbone
+    return cnn.layers[0].out_channels // cnn.branches, cnn.branches
 
 
-def test_the_small_cnn_has_the_width_asked_for_and_reloads_at_it(task, tmp_path):
-    """cnn_width sets the small CNN's width (32 by default); a model reloads at the width it was
-    trained with: a small CNN started from a weights file, whose reloaded configuration has no
-    weights, and a checkpoint written before cnn_width existed (32)."""
+def test_the_small_cnn_has_the_shape_asked_for_and_reloads_at_it(task, tmp_path):
+    """cnn_width and cnn_branches shape the small CNN (32 wide; 4 branches from scratch, 1 for
+    the paper); a model reloads at the shape it was trained with: a small CNN started from a
+    weights file, whose reloaded configuration has no weights (so its recipe would be another),
+    and checkpoints written before cnn_width (32, one branch) or cnn_branches (one) existed."""
     wide = DLMSVDD(_config(recipe="auto", epochs=1, cnn_width=64)).fit(task.train, task.val)
-    assert _width(wide) == 64 and wide.network_.backbone.out_features == 256
+    assert _shape(wide) == (64, 4) and wide.network_.backbone.out_features == 4 * 256
+    default = DLMSVDD(_config(recipe="auto", epochs=1)).fit(task.train, task.val)
+    assert _shape(default) == (32, 4)
     torch.save(SmallCNN(1).state_dict(), tmp_path / "start.pt")
     from_file = DLMSVDD(_config(recipe="auto", epochs=1, weights=str(tmp_path / "start.pt"))).fit(task.train, task.val)
-    assert from_file.training_params_["recipe"] == "paper" and _width(from_file) == 32
+    assert from_file.training_params_["recipe"] == "paper" and _shape(from_file) == (32, 1)
     for name, model in (("wide", wide), ("from_file", from_file)):
         model.save(tmp_path / f"{name}.pt")
         loaded = DLMSVDD.load(tmp_path / f"{name}.pt")
-        assert _width(loaded) == _width(model)
+        assert _shape(loaded) == _shape(model)
         np.testing.assert_array_equal(loaded.dissimilarity(task.val), model.dissimilarity(task.val))
-    old = torch.load(tmp_path / "from_file.pt", weights_only=True)
-    del old["config"]["cnn_width"]
-    old["config"]["weights"] = None  # as a scratch model of before
-    torch.save(old, tmp_path / "old.pt")
-    loaded = DLMSVDD.load(tmp_path / "old.pt")
-    np.testing.assert_array_equal(loaded.dissimilarity(task.val), from_file.dissimilarity(task.val))
+    for missing in (["cnn_width", "cnn_branches"], ["cnn_branches"]):
+        old = torch.load(tmp_path / "from_file.pt", weights_only=True)
+        for key in missing:
+            del old["config"][key]
+        old["config"]["weights"] = None  # as a scratch model of before
+        torch.save(old, tmp_path / "old.pt")
+        loaded = DLMSVDD.load(tmp_path / "old.pt")
+        assert _shape(loaded) == (32, 1)
+        np.testing.assert_array_equal(loaded.dissimilarity(task.val), from_file.dissimilarity(task.val))
 
 
 def test_the_final_boundary_is_refitted_on_the_best_weights(fitted, task):

@@ -81,6 +81,8 @@ TRAIN_FLAGS = {
                  "(the default)",
     "--image-size": "resize images to this size",
     "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
+    "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged "
+                      "(default: the recipe's, 4 from scratch, 1 for the paper)",
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
@@ -91,7 +93,7 @@ TRAIN_FLAGS = {
                        "samples called anomalous, or radius (the sphere's r^2)",
     "--epochs": "alternating epochs",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
-                "lr 1e-3, latest epoch); auto: scratch for a built-in backbone without weights",
+                "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
     "--pretrain-steps": "autoencoder steps",
     "--lr": "Adam learning rate (default: the recipe's)",

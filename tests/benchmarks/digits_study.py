@@ -57,7 +57,7 @@ DLMSVDD_VARIANTS = {
     "dlmsvdd_autoencoder": {"pretrain": "autoencoder"},  # the scratch recipe with an autoencoder first
     "dlmsvdd_no_step0": {"pretrain": "none"},  # ablations of the default: without the BatchNorm statistics,
     "dlmsvdd_best_epoch": {"selection_rule": "best"},  # with the paper's best-epoch selection,
-    "dlmsvdd_width64": {"cnn_width": 64},  # and with the small CNN twice as wide (test_bench_width.py)
+    "dlmsvdd_one_branch": {"cnn_branches": 1},  # and with one CNN branch, the default before (test_bench_training_noise.py)
     "dlmsvdd_paper": {"recipe": "paper"},  # the paper's recipe: no step 0, lr 1e-4, batch 128, best epoch
     "dlmsvdd_old_demo": {"recipe": "paper", "lr": 1e-3, "batch_size": 64},  # `dlmsvdd demo` before issue 16
     "dlmsvdd_frozen": {"frozen": True},  # the default's starting CNN, fixed: the boundary alone
@@ -67,7 +67,7 @@ METHODS = (*DLMSVDD_VARIANTS, *PIXEL_METHODS)
 LABELS = {"dlmsvdd": "DLM-SVDD (default)", "dlmsvdd_autoencoder": "DLM-SVDD (default + autoencoder)",
           "dlmsvdd_no_step0": "DLM-SVDD (default without step 0)",
           "dlmsvdd_best_epoch": "DLM-SVDD (default, best validation epoch)",
-          "dlmsvdd_width64": "DLM-SVDD (default, CNN width 64)", "dlmsvdd_paper": "DLM-SVDD (paper recipe)",
+          "dlmsvdd_one_branch": "DLM-SVDD (default, one CNN branch)", "dlmsvdd_paper": "DLM-SVDD (paper recipe)",
           "dlmsvdd_old_demo": "DLM-SVDD (old demo: paper, lr 1e-3, batch 64)",
           "dlmsvdd_frozen": "DLM-SVDD, CNN frozen (default's start)", "lpsvdd_pixels": "LpSVDD on pixels",
           "ocsvm_pixels": "OneClassSVM on pixels (normals only)", "svc_pixels": "RBF SVC on pixels (sklearn)",
@@ -156,27 +156,27 @@ def development_source(seed: int = 100):
                   labels[train], labels[held_out], full.classes, channels=1, image_size=8)
 
 
-def width_noise_study(widths=(32, 64, 128), inits=(0, 1, 2, 3), ratios=(0.1, 0.5, 0.75), classes=range(10)) -> dict:
-    """How much of DLM-SVDD's seed spread is its own training's, per small-CNN width: on the
-    development protocol, each task's split fixed (seed 0) and only the network's seed
-    varied. Per ratio and width: the mean held-out AUROC, the standard deviation over the
-    network seeds of the mean over classes, the per-task standard deviation (root mean
-    over tasks of the variance over seeds) and the mean fit seconds."""
+def training_noise_study(variants: dict, inits=(0, 1, 2, 3), ratios=(0.1, 0.5, 0.75), classes=range(10)) -> dict:
+    """How much of DLM-SVDD's seed spread is its own training's, per variant of the default
+    (``variants``: name -> TrainConfig fields over ``DIGITS_CNN``): on the development
+    protocol, each task's split fixed (seed 0) and only the network's seed varied. Per
+    ratio and variant: the mean held-out AUROC, the standard deviation over the network
+    seeds of the mean over classes, the per-task standard deviation (root mean over tasks
+    of the variance over seeds) and the mean fit seconds."""
     source = development_source()
     out = {}
     for ratio in ratios:
-        for width in widths:
+        for name, fields in variants.items():
             auroc = np.empty((len(classes), len(inits)))
             seconds = []
             for i, c in enumerate(classes):
                 task = tasks.make_task(source, c, ratio=ratio, seed=0)
                 for j, seed in enumerate(inits):
-                    config = TrainConfig(**{**DIGITS_CNN, "cnn_width": width, "normal_class": c, "ratio": ratio,
-                                            "seed": seed})
+                    config = TrainConfig(**{**DIGITS_CNN, **fields, "normal_class": c, "ratio": ratio, "seed": seed})
                     model, s = _timed(lambda: DLMSVDD(config).fit(task.train, task.val))
                     auroc[i, j] = model.evaluate(task.test)["auroc"]
                     seconds.append(s)
-            out[(ratio, width)] = {"mean": float(auroc.mean()), "seed_std": float(np.std(auroc.mean(0))),
-                                   "task_std": float(np.sqrt(np.mean(np.var(auroc, axis=1, ddof=1)))),
-                                   "seconds": float(np.mean(seconds))}
+            out[(ratio, name)] = {"mean": float(auroc.mean()), "seed_std": float(np.std(auroc.mean(0))),
+                                  "task_std": float(np.sqrt(np.mean(np.var(auroc, axis=1, ddof=1)))),
+                                  "seconds": float(np.mean(seconds))}
     return out

@@ -14,26 +14,42 @@ from ..data.sources import vision
 
 BACKBONES = ("small_cnn", "resnet18", "resnet50")
 SMALL_CNN_WIDTH = 32  # the small CNN's first-block channels unless asked otherwise (TrainConfig.cnn_width)
+SMALL_CNN_BRANCHES = 1  # its independent branches in models that predate TrainConfig.cnn_branches
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
 
 
 class SmallCNN(nn.Module):
     """Three conv-BN-ReLU blocks (width, 2 width, 4 width channels), two max-pools,
-    global average pooling: 4 width-d features for images of 8 pixels and more."""
+    global average pooling: 4 width-d features for images of 8 pixels and more.
 
-    def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH):
+    ``branches`` > 1: that many such networks side by side, independent from their
+    first convolution on (grouped convolutions), each one's features L2-normalised and
+    all of them concatenated over sqrt(branches): the squared distance between two
+    images' features is then the mean of the branches' squared distances, so the RBF
+    kernel averages over independently initialised networks instead of depending on
+    one draw (README, "When DLM-SVDD helps"). One branch is the plain small CNN, the
+    same layers and weights."""
+
+    def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH, branches: int = 1):
         super().__init__()
 
-        def block(c_in, c_out, pool):
-            layers = [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+        def block(c_in, c_out, groups, pool):
+            layers = [nn.Conv2d(branches * c_in if groups > 1 else c_in, branches * c_out, 3, padding=1, bias=False,
+                                groups=groups), nn.BatchNorm2d(branches * c_out), nn.ReLU(inplace=True)]
             return layers + [nn.MaxPool2d(2)] if pool else layers
 
-        self.layers = nn.Sequential(*block(in_channels, width, True), *block(width, 2 * width, True),
-                                    *block(2 * width, 4 * width, False), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.out_features = 4 * width
+        self.branches = branches
+        self.layers = nn.Sequential(*block(in_channels, width, 1, True), *block(width, 2 * width, branches, True),
+                                    *block(2 * width, 4 * width, branches, False), nn.AdaptiveAvgPool2d(1),
+                                    nn.Flatten())
+        self.out_features = 4 * width * branches
 
     def forward(self, x):
-        return self.layers(x)
+        z = self.layers(x)
+        if self.branches == 1:
+            return z
+        per_branch = F.normalize(z.unflatten(1, (self.branches, -1)), dim=2)
+        return per_branch.flatten(1) / self.branches ** 0.5
 
 
 class FeatureNet(nn.Module):
@@ -92,13 +108,14 @@ def imagenet_weights_path(name: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / url.rsplit("/", 1)[1]
 
 
-def build_backbone(name: str, weights: str | None = None, in_channels: int = 3,
-                   cnn_width: int = SMALL_CNN_WIDTH) -> tuple[nn.Module, int]:
+def build_backbone(name: str, weights: str | None = None, in_channels: int = 3, cnn_width: int = SMALL_CNN_WIDTH,
+                   cnn_branches: int = SMALL_CNN_BRANCHES) -> tuple[nn.Module, int]:
     """(backbone without its classifier, feature dimension). weights: None,
     "imagenet" (from the local torch cache; never downloaded) or a state-dict file.
-    cnn_width: the small CNN's (SmallCNN's width); the ResNets have their own."""
+    cnn_width, cnn_branches: the small CNN's (SmallCNN's width and branches); the
+    ResNets have their own."""
     if name == "small_cnn":
-        model = SmallCNN(in_channels, cnn_width)
+        model = SmallCNN(in_channels, cnn_width, cnn_branches)
         if weights == "imagenet":
             raise ValueError("the small CNN has no ImageNet weights; use weights=None or a state-dict file")
         if weights is not None:

@@ -28,8 +28,8 @@ from dlmsvdd_ext import LpSVDD
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images
 from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
-from .config import TrainConfig
-from .models import SMALL_CNN_WIDTH, FeatureNet, build_backbone
+from .config import SMALL_CNN_FIELDS, TrainConfig
+from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
 
@@ -187,15 +187,16 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     # ---- building blocks
 
-    def _build_network(self, in_channels: int, cnn_width: int) -> FeatureNet:
-        """The backbone with the feature head; the small CNN ``cnn_width`` wide."""
+    def _build_network(self, in_channels: int, small_cnn: dict) -> FeatureNet:
+        """The backbone with the feature head; the small CNN shaped by ``small_cnn``
+        (its ``cnn_width`` and ``cnn_branches``)."""
         cfg = self.config
         if cfg.backbone == "custom":
             if self.custom_backbone is None:
                 raise ValueError("backbone 'custom' needs the nn.Module itself: DLMSVDD(..., backbone=module)")
             backbone = self.custom_backbone
         else:
-            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels, cnn_width)
+            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels, **small_cnn)
         return FeatureNet(backbone).to(self.device)
 
     def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
@@ -435,8 +436,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         # how raw images become the network's input: the dataset's record, or images taken as they are
         self.preprocessing_ = getattr(train, "preprocessing", None) or (
             Preprocessing.identity(example.shape) if example.dim() == 3 else None)
-        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0, selection rule, CNN width
-        self.network_ = self._build_network(self.in_channels_, self.training_params_["cnn_width"])
+        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0, selection rule, CNN shape
+        self.network_ = self._build_network(self.in_channels_, {k: self.training_params_[k] for k in SMALL_CNN_FIELDS})
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -664,16 +665,17 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             values["device"] = device
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
-        # the width it was trained with: its recipe's, resolved before the weights are dropped (which
-        # could change the recipe); SMALL_CNN_WIDTH in a checkpoint written before cnn_width existed
-        cnn_width = TrainConfig(**values).training_params()["cnn_width"] if "cnn_width" in values else SMALL_CNN_WIDTH
+        # the small CNN's shape it was trained with: its recipe's, resolved before the weights are dropped
+        # (which could change the recipe); a field the checkpoint predates: the shape of before
+        resolved = TrainConfig(**values).training_params()
+        small_cnn = {k: resolved[k] if k in values else before for k, before in SMALL_CNN_FIELDS.items()}
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
         model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
         model.preprocessing_ = None if stored is None else Preprocessing.from_dict(stored)
-        model.network_ = model._build_network(model.in_channels_, cnn_width)
+        model.network_ = model._build_network(model.in_channels_, small_cnn)
         model.network_.load_state_dict(state["network"])
         model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
