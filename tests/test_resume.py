@@ -40,10 +40,18 @@ def FLAGS(image_root):
             "--verbose", "0"]
 
 
+def _sigint_as_in_a_terminal() -> None:
+    """In the child before it runs: SIGINT at its default action. A test run started as a
+    background job of a non-interactive shell (CI's, say) has SIGINT ignored, its children
+    inherit that, and Python turns SIGINT into KeyboardInterrupt only where it is not
+    ignored: the Ctrl-C test's run then finished as if never interrupted (exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(cwd, *args) -> subprocess.Popen:
     """The command in a process of its own, outside the source tree (whose dlmsvdd_ext has no compiled module)."""
     return subprocess.Popen([sys.executable, "-m", "dlmsvdd.cli", *args], cwd=cwd, env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_sigint_as_in_a_terminal)
 
 
 def _finish(process: subprocess.Popen) -> subprocess.CompletedProcess:

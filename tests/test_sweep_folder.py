@@ -284,13 +284,19 @@ def _alive(pid):
 def test_task_processes_end_with_a_killed_sweep(tmp_path):
     """No task outlives its sweep's process: it would go on writing into a folder whose lock is gone."""
     script = WORKERS_HOLDER.format(tests=str(Path(__file__).parent), sweep=SWEEP)
+    errors = (tmp_path / "holder.err").open("w+")  # a file: an unread pipe could block the holder
     holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "sweep")], cwd=tmp_path,
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=errors, text=True)
     try:
-        pids = [int(holder.stdout.readline().split()[1]) for _ in range(2)]
+        lines = [holder.stdout.readline() for _ in range(2)]
     finally:
         holder.kill()
         holder.wait()
+    # once (1 of many CI runs) the holder gave no "task <pid>" line: say what it did instead
+    errors.seek(0)
+    assert all(line.startswith("task ") for line in lines), \
+        f"holder printed {lines!r}, exit {holder.returncode}; its stderr:\n{errors.read()[-3000:]}"
+    pids = [int(line.split()[1]) for line in lines]
     deadline = time.monotonic() + 60
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
