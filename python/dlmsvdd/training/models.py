@@ -33,15 +33,17 @@ class SmallCNN(nn.Module):
     def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH, branches: int = 1):
         super().__init__()
 
-        def block(c_in, c_out, groups, pool):
-            layers = [nn.Conv2d(branches * c_in if groups > 1 else c_in, branches * c_out, 3, padding=1, bias=False,
-                                groups=groups), nn.BatchNorm2d(branches * c_out), nn.ReLU(inplace=True)]
+        def block(c_in, c_out, groups, pool):  # c_in: all branches' input channels; c_out: one branch's
+            layers = [nn.Conv2d(c_in, branches * c_out, 3, padding=1, bias=False, groups=groups),
+                      nn.BatchNorm2d(branches * c_out), nn.ReLU(inplace=True)]
             return layers + [nn.MaxPool2d(2)] if pool else layers
 
         self.branches = branches
-        self.layers = nn.Sequential(*block(in_channels, width, 1, True), *block(width, 2 * width, branches, True),
-                                    *block(2 * width, 4 * width, branches, False), nn.AdaptiveAvgPool2d(1),
-                                    nn.Flatten())
+        # the image is shared (groups=1); from there each branch sees only its own channels
+        self.layers = nn.Sequential(*block(in_channels, width, 1, True),
+                                    *block(branches * width, 2 * width, branches, True),
+                                    *block(branches * 2 * width, 4 * width, branches, False),
+                                    nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.out_features = 4 * width * branches
 
     def forward(self, x):
