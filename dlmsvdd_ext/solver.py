@@ -1,8 +1,9 @@
 """Solvers of the large-margin lp-SVDD dual, all certified by the Frank-Wolfe gap.
 
 * ``"apg"`` (default): accelerated projected gradient with exact projection onto
-  the two scaled simplices, adaptive (function-value) restart, step from a
-  Lipschitz bound with backtracking. One kernel product per iteration.
+  the two scaled simplices, adaptive (gradient) restart, a step per class
+  from a bound on its block's curvature, with backtracking (``_class_metric``).
+  One kernel product per iteration.
 * ``"pairwise"``: pairwise Frank-Wolfe with exact line search (SMO-like),
   compiled loop, columns from the kernel operator; good warm-started.
 * ``"paper"``: vanilla Frank-Wolfe with step 2/(tau+2), as published.
