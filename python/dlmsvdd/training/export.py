@@ -32,23 +32,49 @@ INPUT_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    """A dtype's name, also in TorchScript (whose str(dtype) is a number)."""
+    for known, name in ((torch.float64, "float64"), (torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
+                        (torch.int64, "int64"), (torch.int32, "int32"), (torch.int16, "int16"), (torch.int8, "int8"),
+                        (torch.bool, "bool")):
+        if dtype == known:
+            return name
+    return "other than uint8 and float32"
+
+
 class Scorer(nn.Module):
-    def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float):
+    """Raw images -> (f, decision). What it takes is checked: a dtype other than
+    uint8 or float32 raises (the ONNX graph's input type refuses it); a float
+    image with a value outside ``float_range`` or not finite gets f = NaN, and
+    an image whose f is not finite (that, or an overflow) the decision -1:
+    an unreadable image is never called normal."""
+
+    def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float,
+                 expects: str, float_range: tuple[float, float]):
         super().__init__()
         self.preprocess, self.network, self.boundary = preprocess, network, boundary
         self.threshold = float(threshold)
+        self.expects = expects
+        self.low, self.high = (float(v) for v in float_range)
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if images.dtype != torch.uint8 and images.dtype != torch.float32:  # static in an ONNX graph
+            raise ValueError("got images of dtype " + _dtype_name(images.dtype) + "; the model expects "
+                             + self.expects + " (dtype uint8 or float32)")
         f = self.boundary(self.network(self.preprocess(images)))
-        anomaly = (f.double() >= self.threshold).long()
-        return f, 1 - 2 * anomaly
+        if images.dtype == torch.float32:  # NaN fails both comparisons
+            taken = ((images >= self.low) & (images <= self.high)).flatten(1).all(1)
+            f = torch.where(taken, f, torch.full_like(f, float("nan")))
+        normal = torch.isfinite(f) & (f.double() < self.threshold)
+        return f, 2 * normal.long() - 1
 
 
 def build_scorer(model) -> Scorer:
     """The scorer of a fitted DLMSVDD, in eval mode on the CPU."""
-    preprocess = model.stored_preprocessing().module()
+    spec = model.stored_preprocessing()
     network = copy.deepcopy(model.network_).cpu()
-    scorer = Scorer(preprocess, network, PortableBoundary(model.svdd_), model.threshold_)
+    scorer = Scorer(spec.module(), network, PortableBoundary(model.svdd_), model.threshold_, spec.expects(),
+                    spec.float_range)
     return scorer.eval().requires_grad_(False)
 
 
