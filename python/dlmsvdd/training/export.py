@@ -9,9 +9,13 @@ in eval mode, the kernel boundary in plain torch operations
 and ``Z^T a``) and the threshold. Nothing of dlmsvdd is needed to run it: an
 ONNX runtime, or torch alone for TorchScript.
 
+Input: raw images, uint8 (0-255) or float32 in [0, 1] (the ONNX graph takes
+the one ``input_dtype`` names, TorchScript both; other dtypes are refused).
 Outputs: ``dissimilarity`` f(x) (float32, higher = more anomalous) and
 ``decision`` (int64: +1 normal, -1 anomaly, f >= threshold compared in float64
-as ``DLMSVDD.predict``).
+as ``DLMSVDD.predict``). An image it cannot read is never called normal: a
+float image with a value outside the record's ``float_range`` ([0, 1]) or not
+finite gets f = NaN, and any image whose f is not finite decision -1.
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def metadata(model, input_dtype: str) -> dict:
     """What the exported file says about itself."""
     spec = model.stored_preprocessing()
     return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": spec.expects(), "input_dtype": input_dtype,
-            "outputs": "dissimilarity (float32, higher = more anomalous), decision (int64: +1 normal, -1 anomaly)",
+            "outputs": "dissimilarity (float32, higher = more anomalous; NaN: an image it cannot read), "
+                       "decision (int64: +1 normal, -1 anomaly or unreadable)",
             "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
             "backend": model.config.backend}
 

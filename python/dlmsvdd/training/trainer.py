@@ -626,7 +626,9 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         images in, (dissimilarity, decision) out. format: "onnx" (needs the
         ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
         input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
-        "uint8" (TorchScript takes both). Returns the path."""
+        "uint8" (TorchScript takes both, and refuses other dtypes). A float
+        image out of range or not finite gets f NaN, and any non-finite f
+        decision -1. Returns the path."""
         from . import export
 
         self._check_fitted("threshold_")
