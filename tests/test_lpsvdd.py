@@ -278,6 +278,23 @@ def test_a_fit_stopped_short_warns():
         assert LpSVDD().fit(X, y).converged_  # a certified fit is silent
 
 
+@pytest.mark.parametrize("solver", ["apg", "pairwise", "paper"])
+@pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
+def test_a_trivially_solved_problem_is_certified(solver, p):
+    """One normal and one anomalous sample: the feasible set is one point
+    (alpha = (mu_N, mu_A)), and with gamma = 1e-30 K is all ones. Its gap came
+    out as -1.1e-16 (rounding) and the fit warned, converged_ False."""
+    X = np.array([[0.3, -1.2], [2.0, 0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = LpSVDD(gamma=1e-30, p=p, solver=solver).fit(X, [1, -1])
+    assert m.converged_ and not m.stalled_
+    q, mu = p / (p - 1), np.array([1.1, 0.1])
+    cbar = 0.5 * (1.0 * p) ** (-1 / (p - 1)) * (1 - 1 / p)  # c1 = c2 = 1
+    assert m.objective_ == pytest.approx(cbar * np.sum((2 * mu) ** q) + (mu[0] - mu[1]) ** 2, rel=1e-14)
+    np.testing.assert_allclose(m.alpha_, mu, rtol=1e-15)
+
+
 @pytest.mark.parametrize("p", [1.02, 1.001, 1.0999])
 def test_p_near_one_is_refused_naming_the_smallest_supported(p):
     """p = 1.02 certified a gap of -40 with r^2 = -2.5e16; p = 1.001 raised OverflowError."""
