@@ -38,7 +38,10 @@ def _labels(y, n: int, like: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"y must be 1-D with one label per sample ({n}), got shape {y_arr.shape}")
     if not np.all(np.isin(y_arr, (1, -1))):
         bad = np.unique(y_arr[~np.isin(y_arr, (1, -1))])[:5]
-        raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}")
+        # Refused, not read otherwise or ignored: y is the anomaly supervision, and
+        # class labels taken as all-normal would be a silent wrong answer.
+        raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}. y is the anomaly "
+                         "supervision, not a class label: omit it to fit every sample as normal")
     return torch.as_tensor(y_arr.astype(np.float64), device=like.device)
 
 
