@@ -101,6 +101,48 @@ def test_scores_follow_the_definitions():
     assert roc_auc_score(y < 0, m.dissimilarity(X)) > 0.99
 
 
+SPECTRAL = ["rff", "qmc_rff", "orf", "sorf", "fastfood"]
+
+
+@pytest.mark.parametrize("kernel", SPECTRAL + ["nystrom", "rpcholesky"])
+def test_approximate_scores_are_non_negative_squared_distances(kernel):
+    """A spectral map's f is ||z(x) - Z^T a||^2, its feature space's squared
+    distance (with k(x, x) = 1 it went down to -0.37: z(x)'z(x) ranges over
+    [0, 2]); the landmark maps keep k(x, x) = 1, phi(x)'s exact RKHS distance
+    to a centre in the landmarks' span. The boundary satisfies the KKT
+    conditions on average: the alpha-weighted mean over the normals of f_i
+    minus the slack term d/d alpha_i of the penalty is b_N (f_l plus it over
+    the anomalies: b_A)."""
+    X, y = _two_blobs(5)
+    m = LpSVDD(kernel=kernel, n_components=4, random_state=0, tol=1e-10).fit(X, y)
+    assert m.converged_
+    Xt = np.vstack([X, np.random.default_rng(2).standard_normal((400, X.shape[1])) * 3])
+    a = m.alpha_ * y
+    if kernel in SPECTRAL:  # numpy's cosine map from the dense frequencies
+        W, b = m.backend_.frequencies().numpy(), m.backend_.offset_.double().numpy()
+        z = lambda x: np.sqrt(2.0 / W.shape[1]) * np.cos(x @ W + b)
+        w = z(X).T @ a
+        f_ref = ((z(Xt) - w) ** 2).sum(1)
+        d = (z(X) ** 2).sum(1)
+    else:  # z(x) = k(x, U) M; k(x, x) = 1
+        U, M = m.backend_.landmarks_.numpy(), m.backend_.map_.numpy()
+        z = lambda x: rbf_kernel(x, U, gamma=m.gamma_) @ M
+        w = z(X).T @ a
+        f_ref = 1 - 2 * z(Xt) @ w + w @ w
+        d = np.ones(len(X))
+    f = m.dissimilarity(Xt)
+    np.testing.assert_allclose(f, f_ref, rtol=1e-9, atol=1e-9)
+    assert f.min() >= 0
+    # the KKT conditions: g_i = 2 t_i (K a)_i + q cbar 2^q alpha_i^(q-1) (q = 2)
+    Ka = z(X) @ w
+    f_train = d - 2 * Ka + w @ w
+    for cls, sign, b_ref in ((y > 0, -1, m.b_normal_), (y < 0, +1, m.b_anomaly_)):
+        cbar = 0.5 * (2.0 / cls.sum()) ** -1 * 0.5  # c = 1/|class|, p = 2
+        slack = 2 * cbar * 4 * m.alpha_[cls]
+        mean = np.average(f_train[cls] + sign * slack, weights=m.alpha_[cls])
+        assert mean == pytest.approx(b_ref, abs=1e-7)
+
+
 def test_torch_inputs_give_torch_outputs():
     X, y = _two_blobs()
     Xt = torch.from_numpy(X).float()
