@@ -53,8 +53,8 @@ class LandmarkWeights(RbfWeights):
         return (rbf(z, self.centres, self.gamma) @ self.feature_map) @ self.weights
 
 
-class CosineDistance(nn.Module):
-    """z(x) = sqrt(2/m) cos(x W + b), then f = ||z(x) - Z^T a||^2."""
+class CosineWeights(nn.Module):
+    """z(x) = sqrt(2/m) cos(x W + b), then z(x)^T (Z^T a)."""
 
     def __init__(self, frequencies: torch.Tensor, offset: torch.Tensor, weights: torch.Tensor):
         super().__init__()
@@ -63,8 +63,18 @@ class CosineDistance(nn.Module):
         self.register_buffer("offset", offset.detach().float().contiguous())
         self.register_buffer("weights", weights.detach().float().contiguous())
 
+    def features(self, z: torch.Tensor) -> torch.Tensor:
+        return self.scale * torch.cos(z @ self.frequencies + self.offset)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return (self.scale * torch.cos(z @ self.frequencies + self.offset) - self.weights).square().sum(1)
+        return self.features(z) @ self.weights
+
+
+class CosineDistance(CosineWeights):
+    """The same map, then f = ||z(x) - Z^T a||^2."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return (self.features(z) - self.weights).square().sum(1)
 
 
 class PortableBoundary(nn.Module):
@@ -79,10 +89,13 @@ class PortableBoundary(nn.Module):
         elif backend.unit_diagonal:  # the landmark maps
             self.kernel_weights = LandmarkWeights(backend.landmarks_.cpu(), backend.map_.cpu(),
                                                   svdd.feature_weights_.cpu(), gamma)
-        else:  # a spectral map's scores are distances in its feature space (k(z, z) = z'z, not 1)
+        elif svdd.distance_scores_:  # a spectral map's scores: distances in its feature space (k(z, z) = z'z)
             self.kernel_weights = CosineDistance(backend.frequencies().cpu(), backend.offset_.cpu(),
                                                  svdd.feature_weights_.cpu())
-        self.distance_scores = not backend.unit_diagonal
+        else:
+            self.kernel_weights = CosineWeights(backend.frequencies().cpu(), backend.offset_.cpu(),
+                                                svdd.feature_weights_.cpu())
+        self.distance_scores = bool(svdd.distance_scores_)  # a state saved before it: k(z, z) = 1
         self.aKa = float(svdd.aKa_)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:

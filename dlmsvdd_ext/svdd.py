@@ -302,6 +302,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.dual_coef_ = (alpha * t)[support].to(dtype).contiguous()  # a = alpha * t on the support
         self.backend_ = backend
         self.feature_weights_ = feature_weights
+        self.distance_scores_ = not backend.unit_diagonal  # f = ||z(x) - Z^T a||^2 (see _dissimilarity)
         self.alpha_ = alpha.cpu().numpy()
         self.labels_ = t.cpu().numpy()
         self.objective_ = result.objective
@@ -379,7 +380,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         and the landmark maps; a spectral map's own z(x)^T z(x), which makes f
         the squared distance ||z(x) - Z^T a||^2 in its feature space, computed
         as such (>= 0; with k(x, x) = 1 it went down to -0.37 at m = 2)."""
-        if not self.backend_.unit_diagonal:
+        if self.distance_scores_:
             return (self.backend_.transform(X_t) - self.feature_weights_).square().sum(1)
         return 1.0 - 2.0 * self._kernel_weights(X_t) + self.aKa_
 
@@ -424,7 +425,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_")
 
     def state_dict(self) -> dict:
         """Hyper-parameters and the fitted boundary: alpha, labels, the support
@@ -447,6 +448,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         # States saved before contamination, stalled_ and nu_ were kept decided by the sphere (their offset_ is -r^2).
         model = cls(**{"contamination": "radius", **state["params"]}, device=device)
         model.stalled_, model.nu_ = False, model.nu
+        # States saved before distance_scores_ scored spectral maps with k(x, x) = 1 (their offset_ too): kept.
+        model.distance_scores_ = False
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()

@@ -403,3 +403,18 @@ def test_a_state_saved_before_contamination_keeps_deciding_by_the_sphere():
     old = LpSVDD.from_state_dict(state)
     assert old.contamination == "radius" and old.offset_ == -old.r2_ and not old.stalled_
     np.testing.assert_array_equal(old.predict(X), np.where(old.dissimilarity(X) <= old.r2_, 1, -1))
+
+
+def test_a_spectral_state_saved_before_distance_scores_keeps_its_scores():
+    """A spectral model saved with k(x, x) = 1 scores (and its offset_ from
+    them) keeps scoring so when loaded: its decisions do not shift; a new
+    state scores by the distance."""
+    X, y = _two_blobs(10)
+    model = LpSVDD(kernel="rff", n_components=8, random_state=0).fit(X, y)
+    state = model.state_dict()
+    np.testing.assert_array_equal(LpSVDD.from_state_dict(state).dissimilarity(X), model.dissimilarity(X))
+    del state["scalars"]["distance_scores_"]  # the format before issue 24
+    old = LpSVDD.from_state_dict(state)
+    w = model.feature_weights_.numpy()
+    z = model.backend_.transform(torch.from_numpy(X)).numpy()
+    np.testing.assert_allclose(old.dissimilarity(X), 1 - 2 * z @ w + model.aKa_, rtol=1e-12, atol=1e-12)
