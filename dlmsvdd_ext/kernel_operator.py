@@ -203,6 +203,10 @@ class LowRankKernel(KernelOperator):
     def matvec(self, v):
         return self.Z @ (self.Z.T @ v.to(torch.float64))
 
+    def diagonal(self) -> torch.Tensor:
+        """K_ii = ||Z_i||^2 in float64 (row by row: no N x m temporary)."""
+        return torch.einsum("ij,ij->i", self.Z, self.Z)
+
     def fw_source(self):
         return {"source": "factor", "matrix": self.Z, "cache_slots": self.cache_slots}
 

@@ -95,6 +95,12 @@ class KernelBackend:
     """Common interface; see the module docstring."""
 
     name = ""
+    # Whether a score may take k(x, x) = 1, the RBF kernel's own diagonal: the
+    # exact kernel, and the landmark maps, whose centre lies in the landmarks'
+    # span, so 1 - 2 z(x)^T w + ||w||^2 is phi(x)'s exact RKHS distance to it.
+    # A spectral map's z(x)^T z(x) is not 1 (from 0 to 2): its scores are the
+    # squared distance in its own feature space, ||z(x) - w||^2.
+    unit_diagonal = True
 
     def __init__(self, gamma: float, n_components: int = 256, random_state=None):
         if int(n_components) < 1:
@@ -262,6 +268,8 @@ class RPCholesky(_LandmarkKernel):
 
 class _SpectralKernel(KernelBackend):
     """z(x) = sqrt(2/m) cos(Omega x + b); subclasses draw Omega."""
+
+    unit_diagonal = False
 
     def fit(self, X):
         X = check_features(X)

@@ -6,6 +6,13 @@ They reach the kernels through DLPack without a copy; rows may be strided
 allocated here (by torch for tensors, so GPU memory goes through torch's caching
 allocator) and come back as the same kind of array as ``X``. CUDA work runs on
 ``torch.cuda.current_stream()``.
+
+Non-finite input (a NaN, an infinity, or a row whose squared norm overflows its
+dtype: ``validation.overflowing_rows``) is not refused here (that would cost a
+pass over every input): every output it reaches is NaN, never a number that
+could pass for a real one. The ops that cannot answer so (``median_sq_distance``,
+``rpcholesky``) refuse it, as does every layer that validates its input
+(``validation.check_features``: the kernel backends, LpSVDD).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import numpy as np
 import torch
 
 from . import _C
-from .validation import check_gamma
+from .validation import check_gamma, overflowing_rows
 
 Array = Union[torch.Tensor, np.ndarray]
 
@@ -174,7 +181,20 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
     _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
+    _nan_columns_of_nonfinite(V, out)
     return out
+
+
+def _nan_columns_of_nonfinite(V: Array, out: Array) -> None:
+    """A column of V holding a NaN or an infinity reaches every output of that
+    column; the kernels' sums gave inf or NaN depending on the path (symmetric
+    tiles or not, the signs met): NaN, as for every non-finite input."""
+    finite = torch.isfinite(torch.as_tensor(V))
+    bad = ~finite.all(0) if V.ndim > 1 else ~finite.all()
+    if bool(bad.any()):
+        if not isinstance(out, torch.Tensor):
+            bad = bad.cpu().numpy()
+        out[..., bad] = np.nan
 
 
 def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emulation: bool = False) -> Array:
@@ -345,6 +365,9 @@ def _structured(kind: str, x: Array, diagonals: list, names: list, perm, offset:
             raise ValueError(f"out: expected shape {(x.shape[0], m)}, got {tuple(out.shape)}")
     _C.structured_features(kind, x, diag, perm, offset, out, float(scale), float(np.sqrt(2.0 / m)), _stream(x),
                            bool(cuda_emulation))
+    overflow = overflowing_rows(x)  # not non-finite to the map itself, but to the kernel it approximates
+    if overflow is not None and bool(overflow.any()):
+        out[overflow if isinstance(out, torch.Tensor) else overflow.cpu().numpy()] = np.nan
     return out
 
 

@@ -1,4 +1,4 @@
-"""A fitted LpSVDD's score f(z) = 1 - 2 k(z)^T a + a^T K a in plain torch
+"""A fitted LpSVDD's score f(z) = k(z, z) - 2 k(z)^T a + a^T K a in plain torch
 operations (matrix products, exp, cos), with no call into the compiled
 extension: the form TorchScript and ONNX export, and that runs wherever torch
 or an ONNX runtime does.
@@ -7,7 +7,8 @@ or an ONNX runtime does.
   exp(-gamma ||z - s||^2) by the norm expansion;
 * Nystrom, RPCholesky: the landmarks and the m x r map, then ``Z^T a``;
 * RFF, QMC-RFF, ORF, SORF, Fastfood: the frequencies as one dense (d, m)
-  matrix (the structured ones applied to the identity), the offsets, ``Z^T a``.
+  matrix (the structured ones applied to the identity), the offsets, ``Z^T a``;
+  f is ||z(x) - Z^T a||^2, as ``LpSVDD.dissimilarity`` computes it for them.
 
 Scores equal ``LpSVDD.dissimilarity`` up to float32 rounding.
 """
@@ -19,8 +20,6 @@ import math
 import torch
 import torch.nn as nn
 from sklearn.utils.validation import check_is_fitted
-
-from . import kernels
 
 
 def rbf(z: torch.Tensor, centres: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -64,8 +63,18 @@ class CosineWeights(nn.Module):
         self.register_buffer("offset", offset.detach().float().contiguous())
         self.register_buffer("weights", weights.detach().float().contiguous())
 
+    def features(self, z: torch.Tensor) -> torch.Tensor:
+        return self.scale * torch.cos(z @ self.frequencies + self.offset)
+
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return (self.scale * torch.cos(z @ self.frequencies + self.offset)) @ self.weights
+        return self.features(z) @ self.weights
+
+
+class CosineDistance(CosineWeights):
+    """The same map, then f = ||z(x) - Z^T a||^2."""
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return (self.features(z) - self.weights).square().sum(1)
 
 
 class PortableBoundary(nn.Module):
@@ -77,13 +86,18 @@ class PortableBoundary(nn.Module):
         backend, gamma = svdd.backend_, float(svdd.gamma_)
         if svdd.feature_weights_ is None:
             self.kernel_weights = RbfWeights(svdd.support_vectors_.cpu(), svdd.dual_coef_.cpu(), gamma)
-        elif isinstance(backend, kernels._LandmarkKernel):
+        elif backend.unit_diagonal:  # the landmark maps
             self.kernel_weights = LandmarkWeights(backend.landmarks_.cpu(), backend.map_.cpu(),
                                                   svdd.feature_weights_.cpu(), gamma)
+        elif svdd.distance_scores_:  # a spectral map's scores: distances in its feature space (k(z, z) = z'z)
+            self.kernel_weights = CosineDistance(backend.frequencies().cpu(), backend.offset_.cpu(),
+                                                 svdd.feature_weights_.cpu())
         else:
             self.kernel_weights = CosineWeights(backend.frequencies().cpu(), backend.offset_.cpu(),
                                                 svdd.feature_weights_.cpu())
+        self.distance_scores = bool(svdd.distance_scores_)  # a state saved before it: k(z, z) = 1
         self.aKa = float(svdd.aKa_)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return 1.0 - 2.0 * self.kernel_weights(z) + self.aKa
+        out = self.kernel_weights(z)
+        return out if self.distance_scores else 1.0 - 2.0 * out + self.aKa

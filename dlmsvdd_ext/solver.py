@@ -10,7 +10,8 @@
 
 For any feasible alpha, ``gap = <alpha - s, grad F(alpha)>`` with ``s`` the linear
 oracle's vertex bounds ``F(alpha) - F*``. Every method stops when
-``0 <= gap <= tol * F(alpha)`` (a relative suboptimality certificate), when the
+``0 <= gap <= tol * F(alpha)`` (a relative suboptimality certificate; a gap
+within float64 rounding of zero, ``StoppingRule.ROUNDING``, counts as zero), when the
 gap stops falling (``StoppingRule``), or at ``max_iter``. The state and the
 certificate are float64 whatever the dtype of K (see ``kernel_operator``); the
 compiled Frank-Wolfe loop still runs in the kernel's dtype, so a float32 kernel
@@ -74,9 +75,11 @@ class StoppingRule:
     ``done(oracle)`` records an oracle pass's objective and gap and says whether
     to stop:
 
-    * converged when ``0 <= gap <= tol * |objective|``;
-    * stalled when the gap is negative or either is not finite (rounding or
-      overflow: the certificate means nothing, it never counts as converged),
+    * converged when ``0 <= gap <= tol * |objective|``, a gap within
+      ``ROUNDING * |objective|`` of zero counting as zero (so tol = 0 means
+      "to float64's rounding");
+    * stalled when the gap is negative beyond that rounding or either is not
+      finite (overflow: the certificate means nothing, it never counts as converged),
       or when the gap stopped falling: the smallest gap of the last
       ``max(window, n_iter // 2)`` passes is not ``STALL_DROP`` times the
       smallest before them (a sublinear 1/t rate still halves it over that
@@ -90,6 +93,11 @@ class StoppingRule:
 
     STALL_DROP = 0.9
     WINDOW = 200
+    # The gap's float64 rounding, relative to the objective: the sums over N
+    # behind it were measured off by up to 7e-16 of it (N <= 2000), so a gap
+    # within this band of zero is zero (a trivially solved problem's first gap
+    # came out as -1.25e-16 and was refused); -1e-12 still is not.
+    ROUNDING = 1e-13
 
     def __init__(self, max_iter: int, tol: float, window: int | None = None):
         self.max_iter, self.tol = int(max_iter), float(tol)
@@ -121,10 +129,12 @@ class StoppingRule:
             return self.stop(stalled=False, status=f"max_iter = {self.max_iter} reached")
         return False
 
-    @staticmethod
-    def certifies(objective: float, gap: float, tol: float) -> bool:
-        """The certificate: a finite gap in [0, tol |objective|]."""
-        return math.isfinite(objective) and 0 <= gap <= tol * abs(objective)
+    @classmethod
+    def certifies(cls, objective: float, gap: float, tol: float) -> bool:
+        """The certificate: a finite gap in [0, tol |objective|], where a gap
+        within ``ROUNDING`` |objective| of zero (either sign) counts as zero."""
+        band = cls.ROUNDING * abs(objective)
+        return math.isfinite(objective) and -band <= gap <= max(tol * abs(objective), band)
 
     def stop(self, stalled: bool, status: str) -> bool:
         """Ends the run (a loop that cannot go on: status says why)."""
@@ -333,7 +343,7 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
 
 
 def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor, recovery: str = "kkt",
-                     support_tol: float = 1e-6) -> Boundary:
+                     support_tol: float = 1e-6, diag: torch.Tensor | None = None) -> Boundary:
     """Radius and margin from a (near-)optimal alpha.
 
     ``"kkt"``: at the optimum every support vector's gradient equals its class's
@@ -347,15 +357,22 @@ def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor
     This slack is 2^(q-1) times smaller than the one the dual implies, so the
     result is biased; kept for reproduction.
     Without anomalies (or nu = 1) rho^2 = 0 and b_A = b_N = r^2.
+
+    ``diag``: K_ii where the scores do not take k(z, z) = 1 (a spectral map's
+    ||z_i||^2, ``kernels.KernelBackend.unit_diagonal``). The dual keeps the
+    constant 1 in place of its term sum_i alpha_i t_i K_ii, so its KKT
+    conditions make f_i minus the slack term equal to b_N + K_ii - 1 on the
+    normal support: "kkt" then puts the boundary at the alpha-weighted class
+    mean of K_ii in place of 1, and "paper" averages f_i with their K_ii.
     """
     if recovery not in ("kkt", "paper"):
         raise ValueError(f"recovery must be 'kkt' or 'paper', got {recovery!r}")
     info = ops.dual_oracle(alpha, Ka, problem.t, problem.coefs())
     if recovery == "kkt":
-        return kkt_boundary(problem, info)
+        return kkt_boundary(problem, info, diagonal_means(problem, alpha, diag))
     aKa = info["quadratic"]
     one_class = not problem.has_anomalies or problem.mu_anomaly == 0.0
-    f = (1.0 - 2.0 * Ka.double() + aKa)
+    f = (1.0 if diag is None else diag.double()) - 2.0 * Ka.double() + aKa
     a64 = alpha.double()
     normal = problem.normal
 
@@ -370,11 +387,25 @@ def recover_boundary(problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor
     return Boundary.from_offsets(b_normal, b_anomaly, aKa)
 
 
-def kkt_boundary(problem: DualProblem, oracle: dict) -> Boundary:
+def diagonal_means(problem: DualProblem, alpha: torch.Tensor, diag: torch.Tensor | None,
+                   total=lambda sums: sums) -> tuple[float, float]:
+    """The normal and anomalous classes' alpha-weighted means of K_ii (1, 1
+    without ``diag``); ``total`` sums a shard's partial sums over the ranks."""
+    if diag is None:
+        return 1.0, 1.0
+    weighted = alpha.double() * diag.double()
+    normal = problem.t > 0
+    sums = total(torch.stack([weighted[normal].sum(), weighted[~normal].sum()]))
+    mu_anomaly = problem.mu_anomaly if problem.mu_anomaly > 0 else 1.0  # no anomalous weight: unused
+    return float(sums[0]) / problem.mu_normal, float(sums[1]) / mu_anomaly
+
+
+def kkt_boundary(problem: DualProblem, oracle: dict, diag_means: tuple[float, float] = (1.0, 1.0)) -> Boundary:
     """The boundary from the KKT multipliers of an oracle pass (``ops.dual_oracle``
-    or its sharded merge): lambda_N = min_{I_N} g, lambda_A = min_{I_A} g."""
+    or its sharded merge): lambda_N = min_{I_N} g, lambda_A = min_{I_A} g;
+    ``diag_means`` from :func:`diagonal_means` (k(z, z) = 1: (1, 1))."""
     aKa = oracle["quadratic"]
-    b_normal = 1.0 + aKa - oracle["g_fw_normal"]
+    b_normal = diag_means[0] + aKa - oracle["g_fw_normal"]
     one_class = not problem.has_anomalies or problem.mu_anomaly == 0.0
-    b_anomaly = b_normal if one_class else 1.0 + aKa + oracle["g_fw_anomaly"]
+    b_anomaly = b_normal if one_class else diag_means[1] + aKa + oracle["g_fw_anomaly"]
     return Boundary.from_offsets(b_normal, b_anomaly, aKa)

@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import kernels, ops, params
 from .dual import DualProblem
-from .solver import kkt_boundary, recover_boundary, solve
+from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
 from .validation import check_features, check_gamma
 
 KERNELS = kernels.BACKENDS
@@ -38,7 +38,10 @@ def _labels(y, n: int, like: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"y must be 1-D with one label per sample ({n}), got shape {y_arr.shape}")
     if not np.all(np.isin(y_arr, (1, -1))):
         bad = np.unique(y_arr[~np.isin(y_arr, (1, -1))])[:5]
-        raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}")
+        # Refused, not read otherwise or ignored: y is the anomaly supervision, and
+        # class labels taken as all-normal would be a silent wrong answer.
+        raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {bad.tolist()}. y is the anomaly "
+                         "supervision, not a class label: omit it to fit every sample as normal")
     return torch.as_tensor(y_arr.astype(np.float64), device=like.device)
 
 
@@ -114,7 +117,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     ``cache_size``) and ``solve_seconds_`` (the dual and the boundary recovery).
 
     Scores: ``dissimilarity(X)`` is the paper's f(x), the squared RKHS distance
-    to the centre (higher = more anomalous); ``score_samples = -f`` (higher =
+    to the centre (higher = more anomalous), >= 0 up to rounding for every
+    backend (the spectral maps': the distance in their feature space, see
+    ``dissimilarity``); ``score_samples = -f`` (higher =
     more normal); ``decision_function = score_samples - offset_``; ``predict``
     gives +1 where it is >= 0 (normal), -1 elsewhere.
     """
@@ -167,7 +172,9 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         built = _synchronized_clock(X_t.device)
         result = solve(operator, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
                        alpha0=None if restart else self._warm_alpha(t))
-        boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery)
+        # a spectral map's K_ii = ||Z_i||^2 is not 1: its scores use it (see dissimilarity)
+        diag = None if backend.unit_diagonal else operator.diagonal()
+        boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery, diag=diag)
         # seconds of this fit: the kernel backend (factor or exact matrix), then the dual and the boundary
         self.build_seconds_ = built - start
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
@@ -176,7 +183,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu)
         if self.contamination != "radius":
             normal = t > 0
-            solver_scores = -(1.0 - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
+            self_similarity = 1.0 if diag is None else diag[normal]
+            solver_scores = -(self_similarity - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
             self.offset_ = self._quantile(self._banded_scores(X_t[normal], solver_scores))
         return self
 
@@ -241,7 +249,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         warm = None if restart else self._warm_alpha(t_all)
         result, last = distributed.solve(op, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
                                          alpha0=None if warm is None else warm[shard.start:shard.stop])
-        boundary = kkt_boundary(problem, last)
+        diag = None if backend.unit_diagonal else torch.einsum("ij,ij->i", op.local, op.local)
+        boundary = kkt_boundary(problem, last, diagonal_means(problem, result.alpha, diag, total=shard.sum))
         # this rank's seconds, as in fit (the exact kernel's gather for scoring below is neither)
         self.build_seconds_ = built - start
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
@@ -293,6 +302,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.dual_coef_ = (alpha * t)[support].to(dtype).contiguous()  # a = alpha * t on the support
         self.backend_ = backend
         self.feature_weights_ = feature_weights
+        self.distance_scores_ = not backend.unit_diagonal  # f = ||z(x) - Z^T a||^2 (see _dissimilarity)
         self.alpha_ = alpha.cpu().numpy()
         self.labels_ = t.cpu().numpy()
         self.objective_ = result.objective
@@ -363,7 +373,16 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         check_is_fitted(self, "dual_coef_")
         if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
-        return 1.0 - 2.0 * self._kernel_weights(X.to(self.dual_coef_.dtype)) + self.aKa_
+        return self._dissimilarity(X.to(self.dual_coef_.dtype))
+
+    def _dissimilarity(self, X_t: torch.Tensor) -> torch.Tensor:
+        """f(x) = k(x, x) - 2 k(x)^T a + a^T K a: k(x, x) = 1 for the exact kernel
+        and the landmark maps; a spectral map's own z(x)^T z(x), which makes f
+        the squared distance ||z(x) - Z^T a||^2 in its feature space, computed
+        as such (>= 0; with k(x, x) = 1 it went down to -0.37 at m = 2)."""
+        if self.distance_scores_:
+            return (self.backend_.transform(X_t) - self.feature_weights_).square().sum(1)
+        return 1.0 - 2.0 * self._kernel_weights(X_t) + self.aKa_
 
     def _scored(self, X):
         check_is_fitted(self, "dual_coef_")
@@ -372,7 +391,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
         with torch.no_grad():
-            f = 1.0 - 2.0 * self._kernel_weights(X_t.to(self.dual_coef_.dtype)) + self.aKa_  # k(x, x) = 1
+            f = self._dissimilarity(X_t.to(self.dual_coef_.dtype))
         return f, numpy_like
 
     @staticmethod
@@ -380,7 +399,10 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return values.cpu().numpy() if numpy_like else values
 
     def dissimilarity(self, X):
-        """The paper's f(x) = ||Phi(x) - C||^2 = 1 - 2 k(x)^T a + a^T K a; higher = more anomalous."""
+        """The paper's f(x) = ||Phi(x) - C||^2 = k(x, x) - 2 k(x)^T a + a^T K a >= 0
+        (up to rounding); higher = more anomalous. k(x, x) = 1 (the RBF kernel's)
+        for the exact kernel, Nystrom and RPCholesky; z(x)^T z(x) for the
+        spectral maps, whose f is the squared distance in their feature space."""
         f, numpy_like = self._scored(X)
         return self._out(f, numpy_like)
 
@@ -403,7 +425,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_")
 
     def state_dict(self) -> dict:
         """Hyper-parameters and the fitted boundary: alpha, labels, the support
@@ -426,6 +448,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         # States saved before contamination, stalled_ and nu_ were kept decided by the sphere (their offset_ is -r^2).
         model = cls(**{"contamination": "radius", **state["params"]}, device=device)
         model.stalled_, model.nu_ = False, model.nu
+        # States saved before distance_scores_ scored spectral maps with k(x, x) = 1 (their offset_ too): kept.
+        model.distance_scores_ = False
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()

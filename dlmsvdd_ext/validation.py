@@ -10,11 +10,44 @@ import torch
 from sklearn.utils.validation import check_array
 
 
+def overflowing_rows(X) -> torch.Tensor | None:
+    """Which rows of a 2-D float array (tensor or numpy) have a squared norm
+    that overflows their dtype: the RBF kernels compute ||x||^2, which is then
+    inf (and a distance inf - inf = NaN), so such a row is non-finite input
+    like a NaN (dlmsvdd_ext's rule: refused where inputs are validated, NaN
+    from the compiled ops). A boolean tensor on X's device, or None when no
+    row can overflow (d max|x|^2 fits: one pass, no copy; the common case)."""
+    T = torch.as_tensor(X).detach()
+    if T.numel() == 0:
+        return None
+    lo, hi = torch.aminmax(T)
+    amax = max(-float(lo), float(hi))
+    fmax = float(torch.finfo(T.dtype).max)
+    if not amax * amax * T.shape[1] > fmax:  # NaN entries: not this check's concern
+        return None
+    A = T.to(torch.float64)
+    r = A.abs().amax(1)
+    s = ((A / r.clamp_min(1e-300)[:, None]) ** 2).sum(1)
+    return torch.log(s) + 2.0 * torch.log(r) > math.log(fmax)  # ||x||^2 = s r^2, in logs (float64 overflows too)
+
+
 def check_features(X, name: str = "X") -> torch.Tensor:
-    """X as a float32/float64 2-D torch tensor of finite values, not empty.
+    """X as a float32/float64 2-D torch tensor of finite values, not empty,
+    each row's squared norm within its dtype (``overflowing_rows``).
     numpy-like input goes through scikit-learn's ``check_array`` (its messages,
     no copy when it is already a C-contiguous float array); a tensor stays
     itself (same device, autograd intact)."""
+    T = _checked_features(X, name)
+    overflow = overflowing_rows(T)
+    if overflow is not None and bool(overflow.any()):
+        row = int(overflow.nonzero()[0][0])
+        raise ValueError(f"{name}: row {row}'s squared norm overflows {T.dtype} (largest "
+                         f"{float(torch.finfo(T.dtype).max):.3g}), so the RBF kernel cannot compare it with other "
+                         "rows; scale the features (or pass float64)")
+    return T
+
+
+def _checked_features(X, name: str) -> torch.Tensor:
     if isinstance(X, torch.Tensor):
         if X.ndim != 2:
             raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}")

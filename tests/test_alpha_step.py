@@ -2,6 +2,7 @@
 per-epoch rows and timing summary, and the measured pass's peak memory."""
 
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ from dlmsvdd import datasets, tasks
 from dlmsvdd.experiments import run_outputs as reports
 from dlmsvdd.training.config import TrainConfig
 from dlmsvdd.training.trainer import DLMSVDD
+from sklearn.exceptions import ConvergenceWarning
+
 from dlmsvdd_ext import LpSVDD
 
 
@@ -70,3 +73,18 @@ def test_measured_alpha_step_holds_the_kernel_it_builds(trained):
     if model.device.type == "cpu":
         assert "profiler" in rff["memory_method"]
     assert isinstance(rff["peak_bytes"], int)
+
+
+def test_measured_alpha_step_reports_its_certificate_without_warning(trained):
+    """The measured pass records whether it was certified; it warned a second,
+    raw ConvergenceWarning after training's aggregated one (fw_max_iter: 2)."""
+    model, task = trained
+    model.svdd_.set_params(max_iter=2)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            short = model.measure_alpha_step(task.train)
+    finally:
+        model.svdd_.set_params(max_iter=1000)
+    assert short["converged"] is False
+    assert model.measure_alpha_step(task.train)["converged"] is True

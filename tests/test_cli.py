@@ -54,6 +54,25 @@ def test_train_from_yaml_then_evaluate_and_score(tmp_path, capsys):
         metrics["task_summary"]["val_anomalous"]
 
 
+def test_train_stopped_short_warns_once(tmp_path, capsys):
+    """fw_max_iter: 2 -> training's one aggregated ConvergenceWarning; the run's
+    measured alpha-step (metrics.json's alpha_step) records its certificate
+    instead of warning a second, raw one."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    config = tmp_path / "run.yaml"
+    config.write_text("data: digits\nbackbone: small_cnn\nweights: null\nepochs: 0\nfw_max_iter: 2\nverbose: 0\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["train", "--config", str(config), "--output", str(tmp_path / "run")]) == 0
+    convergence = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert len(convergence) == 1 and "raise fw_max_iter" in convergence[0], convergence
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["alpha_step"]["converged"] is False
+
+
 def test_score_preprocessed_images_from_npy(tmp_path, capsys):
     import numpy as np
 

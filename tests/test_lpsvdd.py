@@ -1,5 +1,6 @@
 """LpSVDD, the scikit-learn estimator."""
 
+import re
 import warnings
 
 import numpy as np
@@ -24,8 +25,34 @@ class _FitsWithoutLabels(LpSVDD):
         return super().fit(X)
 
 
+Y_REFUSED = "y must hold \\+1 \\(normal\\) or -1 \\(anomaly\\); found"
+
+
+def test_plain_check_estimator_fails_only_where_it_passes_class_labels_as_y():
+    """What the README says of check_estimator(LpSVDD()): every check passes
+    except those that fit on class labels (0, 1, 2, ...) as y, which fail on
+    LpSVDD's own refusal of such a y and on nothing else (24 of 47 in
+    scikit-learn 1.9). No scikit-learn tag makes the checks pass +1/-1 labels
+    (target_tags only say whether y is required; classifier tags give 0/1),
+    and ignoring or reinterpreting class labels would fit a wrong model
+    silently."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        results = check_estimator(LpSVDD(), on_fail=None)
+    failed = [r for r in results if r["status"] == "failed"]
+
+    def refused_y(error):  # some checks re-raise the refusal inside their own AssertionError
+        return any(isinstance(e, ValueError) and re.match(Y_REFUSED, str(e)) for e in (error, error.__cause__))
+
+    assert [(r["check_name"], str(r["exception"])[:200]) for r in failed if not refused_y(r["exception"])] == []
+    assert 0 < len(failed) < sum(r["status"] == "passed" for r in results) + len(failed)
+    dropped = {r["check_name"]: r["status"] for r in check_estimator(_FitsWithoutLabels(), on_fail=None)}
+    # each passes once y is omitted (or is skipped: the pandas check without pandas)
+    assert all(dropped[r["check_name"]] in ("passed", "skipped") for r in failed)
+
+
 def test_scikit_learn_check_estimator():
-    """All 46 checks of check_estimator pass with the default parameters
+    """All 47 checks of check_estimator pass with the default parameters
     (pandas and array-API ones are skipped when those are not installed),
     the outlier checks' contamination included; only y is dropped (see
     _FitsWithoutLabels)."""
@@ -72,6 +99,48 @@ def test_scores_follow_the_definitions():
     np.testing.assert_array_equal(m.support_, np.flatnonzero(m.alpha_ > 0))
     # Separates the blobs on its training data.
     assert roc_auc_score(y < 0, m.dissimilarity(X)) > 0.99
+
+
+SPECTRAL = ["rff", "qmc_rff", "orf", "sorf", "fastfood"]
+
+
+@pytest.mark.parametrize("kernel", SPECTRAL + ["nystrom", "rpcholesky"])
+def test_approximate_scores_are_non_negative_squared_distances(kernel):
+    """A spectral map's f is ||z(x) - Z^T a||^2, its feature space's squared
+    distance (with k(x, x) = 1 it went down to -0.37: z(x)'z(x) ranges over
+    [0, 2]); the landmark maps keep k(x, x) = 1, phi(x)'s exact RKHS distance
+    to a centre in the landmarks' span. The boundary satisfies the KKT
+    conditions on average: the alpha-weighted mean over the normals of f_i
+    minus the slack term d/d alpha_i of the penalty is b_N (f_l plus it over
+    the anomalies: b_A)."""
+    X, y = _two_blobs(5)
+    m = LpSVDD(kernel=kernel, n_components=4, random_state=0, tol=1e-10).fit(X, y)
+    assert m.converged_
+    Xt = np.vstack([X, np.random.default_rng(2).standard_normal((400, X.shape[1])) * 3])
+    a = m.alpha_ * y
+    if kernel in SPECTRAL:  # numpy's cosine map from the dense frequencies
+        W, b = m.backend_.frequencies().numpy(), m.backend_.offset_.double().numpy()
+        z = lambda x: np.sqrt(2.0 / W.shape[1]) * np.cos(x @ W + b)
+        w = z(X).T @ a
+        f_ref = ((z(Xt) - w) ** 2).sum(1)
+        d = (z(X) ** 2).sum(1)
+    else:  # z(x) = k(x, U) M; k(x, x) = 1
+        U, M = m.backend_.landmarks_.numpy(), m.backend_.map_.numpy()
+        z = lambda x: rbf_kernel(x, U, gamma=m.gamma_) @ M
+        w = z(X).T @ a
+        f_ref = 1 - 2 * z(Xt) @ w + w @ w
+        d = np.ones(len(X))
+    f = m.dissimilarity(Xt)
+    np.testing.assert_allclose(f, f_ref, rtol=1e-9, atol=1e-9)
+    assert f.min() >= 0
+    # the KKT conditions: g_i = 2 t_i (K a)_i + q cbar 2^q alpha_i^(q-1) (q = 2)
+    Ka = z(X) @ w
+    f_train = d - 2 * Ka + w @ w
+    for cls, sign, b_ref in ((y > 0, -1, m.b_normal_), (y < 0, +1, m.b_anomaly_)):
+        cbar = 0.5 * (2.0 / cls.sum()) ** -1 * 0.5  # c = 1/|class|, p = 2
+        slack = 2 * cbar * 4 * m.alpha_[cls]
+        mean = np.average(f_train[cls] + sign * slack, weights=m.alpha_[cls])
+        assert mean == pytest.approx(b_ref, abs=1e-7)
 
 
 def test_torch_inputs_give_torch_outputs():
@@ -278,6 +347,23 @@ def test_a_fit_stopped_short_warns():
         assert LpSVDD().fit(X, y).converged_  # a certified fit is silent
 
 
+@pytest.mark.parametrize("solver", ["apg", "pairwise", "paper"])
+@pytest.mark.parametrize("p", [1.5, 2.0, 3.0])
+def test_a_trivially_solved_problem_is_certified(solver, p):
+    """One normal and one anomalous sample: the feasible set is one point
+    (alpha = (mu_N, mu_A)), and with gamma = 1e-30 K is all ones. Its gap came
+    out as -1.1e-16 (rounding) and the fit warned, converged_ False."""
+    X = np.array([[0.3, -1.2], [2.0, 0.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = LpSVDD(gamma=1e-30, p=p, solver=solver).fit(X, [1, -1])
+    assert m.converged_ and not m.stalled_
+    q, mu = p / (p - 1), np.array([1.1, 0.1])
+    cbar = 0.5 * (1.0 * p) ** (-1 / (p - 1)) * (1 - 1 / p)  # c1 = c2 = 1
+    assert m.objective_ == pytest.approx(cbar * np.sum((2 * mu) ** q) + (mu[0] - mu[1]) ** 2, rel=1e-14)
+    np.testing.assert_allclose(m.alpha_, mu, rtol=1e-15)
+
+
 @pytest.mark.parametrize("p", [1.02, 1.001, 1.0999])
 def test_p_near_one_is_refused_naming_the_smallest_supported(p):
     """p = 1.02 certified a gap of -40 with r^2 = -2.5e16; p = 1.001 raised OverflowError."""
@@ -317,3 +403,18 @@ def test_a_state_saved_before_contamination_keeps_deciding_by_the_sphere():
     old = LpSVDD.from_state_dict(state)
     assert old.contamination == "radius" and old.offset_ == -old.r2_ and not old.stalled_
     np.testing.assert_array_equal(old.predict(X), np.where(old.dissimilarity(X) <= old.r2_, 1, -1))
+
+
+def test_a_spectral_state_saved_before_distance_scores_keeps_its_scores():
+    """A spectral model saved with k(x, x) = 1 scores (and its offset_ from
+    them) keeps scoring so when loaded: its decisions do not shift; a new
+    state scores by the distance."""
+    X, y = _two_blobs(10)
+    model = LpSVDD(kernel="rff", n_components=8, random_state=0).fit(X, y)
+    state = model.state_dict()
+    np.testing.assert_array_equal(LpSVDD.from_state_dict(state).dissimilarity(X), model.dissimilarity(X))
+    del state["scalars"]["distance_scores_"]  # the format before issue 24
+    old = LpSVDD.from_state_dict(state)
+    w = model.feature_weights_.numpy()
+    z = model.backend_.transform(torch.from_numpy(X)).numpy()
+    np.testing.assert_allclose(old.dissimilarity(X), 1 - 2 * z @ w + model.aKa_, rtol=1e-12, atol=1e-12)

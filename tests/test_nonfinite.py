@@ -196,3 +196,96 @@ def test_fw_solve_stops_unconverged_on_nan(backend, method):
     info = ops.fw_solve(alpha, Ka, t, prob.coefs(), method=method, max_iter=50, tol=1e-6, source="dense", matrix=K,
                         **backend)
     assert info["stop"] == "not_finite" and not info["converged"] and info["n_iter"] == 0
+
+
+# ---- issue 24, item 9: one rule for every layer. Non-finite input is a NaN or an
+# infinity, or a row whose squared norm overflows its dtype (the kernels compute
+# ||x||^2). The compiled ops answer NaN for every output it reaches; the layers
+# that validate their input (the kernel backends' fit and transform, LpSVDD)
+# refuse it with a ValueError naming the row.
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [None, 3, 11])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_matvec_nan_for_nonfinite_weights(backend, dtype, k, symmetric):
+    """An infinity in V gave inf (NaN on the symmetric path at k <= 8): every
+    output of its column is NaN now, the other columns are K V."""
+    rng = np.random.default_rng(6)
+    X = (rng.standard_normal((40, 7)) / 3).astype(dtype)
+    Y = X if symmetric else (rng.standard_normal((50, 7)) / 3).astype(dtype)
+    V = rng.standard_normal(len(Y) if k is None else (len(Y), k)).astype(dtype)
+    V[4] = np.inf  # every column: +inf in row 4
+    if k is not None:
+        V[4, 1:] = 1.0
+        V[9, 2] = -np.inf  # columns 0 and 2 non-finite, the others finite
+    out = np.asarray(ops.rbf_matvec(X, None if symmetric else Y, V, 0.5, **backend))
+    if k is None:
+        assert np.isnan(out).all()
+        return
+    assert np.isnan(out[:, [0, 2]]).all()
+    good = [1] + list(range(3, k))
+    ref = rbf_reference(X, Y, 0.5) @ V[:, good].astype(np.float64)
+    assert rel_err(out[:, good], ref) <= 10 * TOL[dtype]
+
+
+def _overflowing(dtype=np.float32):
+    """Finite rows, row 3 = 1e30 (its squared norm overflows float32, not float64)."""
+    X = (np.random.default_rng(7).standard_normal((30, 6)) / 3).astype(dtype)
+    X[3] = 1e30
+    return X
+
+
+@pytest.mark.parametrize("name", ["sorf", "fastfood"])
+def test_structured_features_nan_for_overflowing_rows(backend, name):
+    """The fused maps gave the 1e30 row finite-looking features."""
+    X = torch.from_numpy(_overflowing())
+    ok = np.setdiff1d(np.arange(30), [3])
+    b = kernels.make(name, 0.8, 16, random_state=3).fit(X[ok])
+    dp = b.d_pad_
+    if name == "sorf":
+        out = ops.sorf_features(X, b.signs_.flip(0), b.offset_, math.sqrt(2 * b.gamma * dp) / dp ** 1.5, **backend)
+    else:
+        out = ops.fastfood_features(X, b.signs_, b.perm_, b.gauss_, b.scale_, b.offset_,
+                                    math.sqrt(2 * b.gamma / dp), **backend)
+    assert np.isnan(out[3].numpy()).all() and np.isfinite(out[ok].numpy()).all()
+    assert rel_err(out[ok].numpy(), b.transform(X[ok]).numpy()) <= TOL[np.float32]
+
+
+def test_kernel_ops_nan_for_overflowing_rows(backend):
+    X = _overflowing()
+    ok = np.setdiff1d(np.arange(30), [3])
+    K = np.asarray(ops.rbf_gram(X, None, 0.5, **backend))
+    assert np.isnan(K[3]).all() and np.isnan(K[:, 3]).all()
+    assert rel_err(K[np.ix_(ok, ok)], rbf_reference(X[ok], X[ok], 0.5)) <= TOL[np.float32]
+    v = np.ones(len(ok), dtype=np.float32)
+    out = np.asarray(ops.rbf_matvec(X, X[ok].copy(), v, 0.5, **backend))
+    assert np.isnan(out[3]) and np.isfinite(out[ok]).all()
+
+
+@pytest.mark.parametrize("name", kernels.BACKENDS)
+def test_backends_refuse_nonfinite_and_overflowing_rows(name):
+    """fit and transform refuse what the ops answer NaN for: NaN and infinite
+    entries (as before), and now a float32 row of 1e30 (Nystrom raised numpy's
+    LinAlgError from the eigensolver; the spectral maps gave it features)."""
+    X = torch.from_numpy(_overflowing())
+    ok = np.setdiff1d(np.arange(30), [3])
+    with pytest.raises(ValueError, match=r"X: row 3's squared norm overflows torch.float32"):
+        kernels.make(name, 0.5, 8, random_state=0).fit(X)
+    fitted = kernels.make(name, 0.5, 8, random_state=0).fit(X[ok])
+    for bad in (X, torch.from_numpy(poisoned(30, 6, np.float32))):
+        with pytest.raises(ValueError, match=r"x: row \d+|x contains NaN or infinity"):
+            fitted.transform(bad)
+    Z = fitted.fit_transform(X.double()) if name != "exact" else None  # 1e60 fits float64: a far point
+    if Z is not None:
+        assert torch.isfinite(Z).all()
+
+
+def test_lpsvdd_refuses_an_overflowing_row():
+    from dlmsvdd_ext import LpSVDD
+
+    X = _overflowing()
+    with pytest.raises(ValueError, match=r"X: row 3's squared norm overflows"):
+        LpSVDD().fit(X)
+    model = LpSVDD().fit(np.delete(X, 3, axis=0))
+    with pytest.raises(ValueError, match=r"X: row 3's squared norm overflows"):
+        model.score_samples(X)

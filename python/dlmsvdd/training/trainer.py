@@ -521,16 +521,18 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         under a peak-memory probe (``dlmsvdd.training.memory``): its build and solve seconds
         and the peak bytes above the features. A separate pass, so the probe's
         overhead touches neither training nor the model's boundary. Under torchrun
-        every process runs it on its shard and reports its own peak."""
+        every process runs it on its shard and reports its own peak. Whether it
+        was certified is its ``converged`` (no warning: training already warned)."""
         feats, targets = self._features(train)
         svdd = sklearn.base.clone(self.svdd_).set_params(gamma=self.svdd_.gamma_, warm_start=False)
         fit = svdd.fit if self.group_ is None else svdd.fit_sharded
-        with memory.peak(self.device) as probe:
+        with memory.peak(self.device) as probe, warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
             fit(feats, targets)
         factor = getattr(svdd.backend_, "Z_", None)
         n = len(train)
         return {"build_seconds": svdd.build_seconds_, "solve_seconds": svdd.solve_seconds_,
-                "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": n,
+                "converged": bool(svdd.converged_), "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": n,
                 "n_features": feats.shape[1], "rank": None if factor is None else factor.shape[1],
                 "full_kernel_bytes": n * n * feats.element_size()}
 
