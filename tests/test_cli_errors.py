@@ -289,6 +289,14 @@ def test_extra_holds_short_json_notes(text, message, tmp_path):
     (tmp_path / "c.yaml").write_text(text)
     with pytest.raises(ValueError, match=message):
         TrainConfig.from_yaml(tmp_path / "c.yaml")
+    # the Python API too: the trainer copies a configuration (to_dict) before it validates it
+    from dlmsvdd.training.trainer import DLMSVDD
+
+    shared = ["x"] * 9
+    for _ in range(5):  # 9**6 strings in 6 lists: a deep copy finishes, and the bound refuses it
+        shared = [shared] * 9
+    with pytest.raises(ValueError, match="extra holds more than 65536"):
+        DLMSVDD(TrainConfig(extra={"bomb": shared}))
     # aliases that stay small are fine, and stored spelt out
     (tmp_path / "c.yaml").write_text("extra: {a: &n [1, 2.5, null, true, 'x'], b: *n, c: {d: *n}}\n")
     cfg = TrainConfig.from_yaml(tmp_path / "c.yaml")

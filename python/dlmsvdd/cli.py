@@ -79,10 +79,10 @@ TRAIN_FLAGS = {
                   "resnet50 with them",
     "--weights": "imagenet (local torch cache; the paper's), a state-dict file, or none "
                  "(the default)",
-    "--image-size": "resize images to this size",
+    "--image-size": "resize images to this size (the small CNN takes 4 and more)",
     "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
-    "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged "
-                      "(default: the recipe's, 4 from scratch, 1 for the paper)",
+    "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged; with --cnn-width "
+                      "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper)",
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",

@@ -194,6 +194,8 @@ class TrainConfig:
         return self.backbone != "small_cnn" and self.weights is not None
 
     def to_dict(self) -> dict:
+        for name in FREE_FORM:  # before asdict copies them out: an alias bomb would never finish
+            check_free_form(name, getattr(self, name))
         return dataclasses.asdict(self)
 
     @classmethod

@@ -21,7 +21,7 @@ RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resn
 
 class SmallCNN(nn.Module):
     """Three conv-BN-ReLU blocks (width, 2 width, 4 width channels), two max-pools,
-    global average pooling: 4 width-d features for images of 8 pixels and more.
+    global average pooling: 4 width-d features for images of 4 pixels and more.
 
     ``branches`` > 1: that many such networks side by side, independent from their
     first convolution on (grouped convolutions), each one's features L2-normalised and
