@@ -3,6 +3,7 @@ exit code 2, a hint where one exists, no traceback (unless --verbose 2), and
 nothing left on disk by a start that failed."""
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -49,6 +50,15 @@ def run(tmp_path_factory):
     (["--device", "gpu"], "device must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got 'gpu'"),
     (["--solver", "foo"], "solver must be one of ('apg', 'pairwise', 'paper'), got 'foo'"),
     (["--on-divergence", "ignore"], "on_divergence must be one of ('error', 'rollback')"),
+    # issue 24: these ended in exit code 1 ("a bug?"), started a 37 GB allocation, or ran
+    (["--image-size", "3"], "image_size 3 is too small for the small CNN: it takes images of 4 pixels and more"),
+    (["--cnn-branches", "100000"], "cnn_width 32 with cnn_branches 100000 makes a small CNN of 9,347,200,000 "
+                                   "parameters (37.4 GB of float32 weights); it takes at most 23,508,032"),
+    (["--cnn-width", "100000", "--cnn-branches", "1"], "makes a small CNN of"),
+    (["--verbose", "7"], "verbose must be an integer in [0, 2], got 7"),
+    (["--seed", "99999999999999999999"], "seed must be an integer in [0, 4294967295] (a 32-bit seed, as numpy "
+                                         "takes), got 99999999999999999999"),
+    (["--config", "."], "configuration file '.' is a folder; give a YAML file"),
 ])
 def test_bad_values_are_refused_before_anything_is_made(flags, message, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -242,3 +252,101 @@ def test_a_file_holding_python_objects_is_refused_without_torchs_advice(run, tmp
     err = _error(capsys, "evaluate")
     assert "is not a dlmsvdd checkpoint: it holds a Python object (numpy." in err
     assert "weights_only" not in err and "add_safe_globals" not in err
+
+
+def test_the_small_cnns_bounds_are_the_networks_own():
+    """The smallest image and the parameter count the configuration checks are the real network's."""
+    import torchvision
+
+    from dlmsvdd.training.config import SMALL_CNN_MAX_PARAMETERS, TrainConfig
+    from dlmsvdd.training.models import SMALL_CNN_MIN_SIZE, SmallCNN, small_cnn_parameters
+
+    net = SmallCNN(3, 8, 2).train()
+    assert net(torch.zeros(2, 3, SMALL_CNN_MIN_SIZE, SMALL_CNN_MIN_SIZE)).shape == (2, 4 * 8 * 2)
+    with pytest.raises(RuntimeError, match="Output size is too small"):
+        net(torch.zeros(2, 3, SMALL_CNN_MIN_SIZE - 1, SMALL_CNN_MIN_SIZE - 1))
+    TrainConfig(image_size=SMALL_CNN_MIN_SIZE).validate()
+    for width, branches in ((32, 4), (5, 3), (64, 1)):
+        assert small_cnn_parameters(width, branches) == sum(p.numel() for p in SmallCNN(3, width, branches).parameters())
+    resnet50 = torchvision.models.resnet50(weights=None)
+    assert SMALL_CNN_MAX_PARAMETERS == sum(p.numel() for n, p in resnet50.named_parameters() if not n.startswith("fc."))
+    # at width 32 the bound is the last branch count whose network fits it
+    largest = max(b for b in range(1, 400) if small_cnn_parameters(32, b) <= SMALL_CNN_MAX_PARAMETERS)
+    TrainConfig(cnn_branches=largest).validate()
+    with pytest.raises(ValueError, match=f"cnn_branches {largest + 1} makes a small CNN"):
+        TrainConfig(cnn_branches=largest + 1).validate()
+    TrainConfig(seed=2**32 - 1).validate()
+    with pytest.raises(ValueError, match="seed must be"):
+        TrainConfig(seed=2**32).validate()
+
+
+@pytest.mark.parametrize("command", ["evaluate", "score", "sweep"])
+def test_other_commands_refuse_a_verbose_level_they_do_not_have(command, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main([command, "somewhere", "--verbose", "7"] + (["--output", "x"] if command == "sweep" else []))
+    assert stop.value.code == 2
+    assert f"dlmsvdd {command}: error: argument --verbose: invalid choice: 7 (choose from 0, 1, 2)" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [["--split", "test"], ["--split", "val"], ["--root", "."]])
+@pytest.mark.parametrize("given", ["--npy", "--images"])
+def test_score_refuses_a_split_beside_the_images_it_would_ignore(flags, given, run, tmp_path, capsys):
+    """--npy with --split test scored the file and ignored --split, silently."""
+    np.save(tmp_path / "x.npy", np.zeros((2, 1, 8, 8), dtype=np.float32))
+    path = tmp_path / ("x.npy" if given == "--npy" else "")
+    assert main(["score", str(run), given, str(path), *flags, "--output", str(tmp_path / "s.csv")]) == 2
+    assert f"{given} scores the images given, {flags[0]} a split of the model's task: give one or the other" in \
+        _error(capsys, "score")
+    assert not (tmp_path / "s.csv").exists()
+    assert main(["score", str(run), "--npy", str(tmp_path / "x.npy"), "--output", str(tmp_path / "s.csv")]) == 0
+
+
+def _alias_bomb(levels: int = 9) -> str:
+    """YAML whose every level repeats the one below it 9 times: 9**levels strings from a few lines."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]
+    return "\n".join("  " + line for line in lines) + "\n"
+
+
+@pytest.mark.parametrize("section", ["extra", "nope"])
+def test_a_yaml_alias_bomb_is_refused_wherever_it_is(section, tmp_path):
+    """Under extra it hung train (in to_dict's deep copy, 2.3 GB after 90 s); under an unknown key it was
+    refused. Run as a process of its own, so that the old behaviour fails the test instead of hanging it."""
+    config = tmp_path / "bomb.yaml"
+    config.write_text(f"{section}:\n{_alias_bomb()}")
+    done = subprocess.run([sys.executable, "-m", "dlmsvdd", "train", "--config", str(config), "--output",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    expected = ("extra holds more than 65536 values and characters (repeated YAML aliases count each time they are "
+                "used)" if section == "extra" else "unknown configuration keys ['nope']")
+    assert done.stderr.startswith("dlmsvdd train: error: ") and expected in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("extra: &a [1, *a]\n", "extra holds more than 65536"),  # contains itself
+    ("extra: {when: 2026-11-25}\n", "extra holds a date value; it takes JSON values only"),
+    ("extra: {1: one}\n", "extra: keys must be strings, got 1"),
+    (f"extra: {{note: {'y' * 70000}}}\n", "extra holds more than 65536"),
+])
+def test_extra_holds_short_json_notes(text, message, tmp_path):
+    from dlmsvdd.training.config import TrainConfig
+
+    (tmp_path / "c.yaml").write_text(text)
+    with pytest.raises(ValueError, match=message):
+        TrainConfig.from_yaml(tmp_path / "c.yaml")
+    # the Python API too: the trainer copies a configuration (to_dict) before it validates it
+    from dlmsvdd.training.trainer import DLMSVDD
+
+    shared = ["x"] * 9
+    for _ in range(5):  # 9**6 strings in 6 lists: a deep copy finishes, and the bound refuses it
+        shared = [shared] * 9
+    with pytest.raises(ValueError, match="extra holds more than 65536"):
+        DLMSVDD(TrainConfig(extra={"bomb": shared}))
+    # aliases that stay small are fine, and stored spelt out
+    (tmp_path / "c.yaml").write_text("extra: {a: &n [1, 2.5, null, true, 'x'], b: *n, c: {d: *n}}\n")
+    cfg = TrainConfig.from_yaml(tmp_path / "c.yaml")
+    assert json.loads(json.dumps(cfg.to_dict()["extra"])) == {"a": [1, 2.5, None, True, "x"],
+                                                             "b": [1, 2.5, None, True, "x"],
+                                                             "c": {"d": [1, 2.5, None, True, "x"]}}

@@ -95,13 +95,64 @@ def test_a_record_without_a_newer_field_counts_it_as_its_default(tmp_path, train
     sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
     for path in out.glob("*/result.json"):  # as written before 'softplus_power' existed, and with a field since removed
         record = json.loads(path.read_text())
-        del record["config"]["softplus_power"]
-        record["config"]["retired_field"] = 1
+        for part in ("config", "resolved"):
+            del record[part]["softplus_power"]
+            record[part]["retired_field"] = 1
         path.write_text(json.dumps(record))
     records = sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
     assert [r["status"] for r in records] == ["done"] * 4 and len(trained) == 4
     with pytest.raises(ValueError, match="softplus_power: 1.0 in the folder, 2.0 asked"):
         sweep.run_sweep(sweep.Sweep({**BASE, "softplus_power": 2.0}, GRID), out, progress=False)
+
+
+RECIPE_BASE = {k: v for k, v in BASE.items() if k != "lr"}  # lr left to the scratch recipe: 1e-3
+
+
+def test_a_result_stores_and_compares_what_the_recipe_resolved(tmp_path, trained, capsys):
+    """Issue 24: result.json stored lr as null, so `--set lr=0.001` on a folder trained at the scratch
+    recipe's 1e-3 was refused (`lr: None in the folder, 0.001 asked`)."""
+    spec, out = _grid_file(tmp_path / "grid.yaml", base=RECIPE_BASE), tmp_path / "sweep"
+    assert main(["sweep", spec, "--output", str(out), "--verbose", "0"]) == 0
+    record = json.loads(next(out.glob("*/result.json")).read_text())
+    assert {k: record["config"][k] for k in ("lr", "recipe", "pretrain", "selection_rule", "cnn_width")} == \
+        {"lr": None, "recipe": "auto", "pretrain": None, "selection_rule": None, "cnn_width": None}
+    assert {k: record["resolved"][k] for k in ("lr", "recipe", "pretrain", "selection_rule", "cnn_width",
+                                               "cnn_branches", "epochs")} == \
+        {"lr": 1e-3, "recipe": "scratch", "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": 32,
+         "cnn_branches": 4, "epochs": 2}
+    capsys.readouterr()
+    for same in (["--set", "lr=0.001"], ["--set", "recipe=scratch", "--set", "cnn_branches=4"]):
+        assert main(["sweep", spec, "--output", str(out), "--verbose", "0", *same]) == 0
+        assert "4 done" in capsys.readouterr().out and len(trained) == 4  # nothing ran again
+    assert main(["sweep", spec, "--output", str(out), "--verbose", "0", "--set", "lr=0.01"]) == 2
+    assert "lr: 0.001 in the folder, 0.01 asked (4 tasks)" in capsys.readouterr().err
+    assert main(["sweep", spec, "--output", str(out), "--verbose", "0", "--set", "recipe=paper"]) == 2
+    err = capsys.readouterr().err
+    assert "recipe: 'scratch' in the folder, 'paper' asked" in err and "lr: 0.001 in the folder, 0.0001 asked" in err
+    assert len(trained) == 4
+
+
+def test_a_record_written_before_resolved_values_is_resolved_when_compared(tmp_path, trained):
+    """A record of an older version has its config as asked only: resolved by this version's recipes, a
+    small CNN field it predates at the shape of before (one branch)."""
+    out = tmp_path / "sweep"
+    sweep.run_sweep(sweep.Sweep(RECIPE_BASE, GRID), out, progress=False)
+    for path in out.glob("*/result.json"):
+        record = json.loads(path.read_text())
+        del record["resolved"]
+        path.write_text(json.dumps(record))
+    records = sweep.run_sweep(sweep.Sweep({**RECIPE_BASE, "lr": 0.001}, GRID), out, progress=False)
+    assert [r["status"] for r in records] == ["done"] * 4 and len(trained) == 4
+    with pytest.raises(ValueError, match="lr: 0.001 in the folder, 0.01 asked"):
+        sweep.run_sweep(sweep.Sweep({**RECIPE_BASE, "lr": 0.01}, GRID), out, progress=False)
+    for path in out.glob("*/result.json"):  # as written before cnn_branches existed: one network
+        record = json.loads(path.read_text())
+        del record["config"]["cnn_branches"]
+        path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"cnn_branches: 1 in the folder, 4 asked \(4 tasks\)"):
+        sweep.run_sweep(sweep.Sweep(RECIPE_BASE, GRID), out, progress=False)
+    records = sweep.run_sweep(sweep.Sweep({**RECIPE_BASE, "cnn_branches": 1}, GRID), out, progress=False)
+    assert [r["status"] for r in records] == ["done"] * 4 and len(trained) == 4
 
 
 # ---- 2. half-written results
@@ -137,6 +188,33 @@ def test_report_on_unreadable_records_only_names_them(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no finished tasks" in err and f"{tmp_path / 'a' / 'result.json'} (empty file)" in err
+
+
+def test_a_record_without_what_the_report_reads_is_named_and_run_again(tmp_path, trained, capsys, caplog):
+    """Issue 24: a parseable result.json whose config is {} ended `report` with exit code 1 (KeyError: 'data')."""
+    out = tmp_path / "sweep"
+    tasks = sweep.Sweep(BASE, GRID).tasks()
+    sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
+    hollow = out / tasks[0][0] / "result.json"
+    hollow.write_text(json.dumps({**json.loads(hollow.read_text()), "config": {}}))
+    no_test = out / tasks[1][0] / "result.json"
+    no_test.write_text(json.dumps({k: v for k, v in json.loads(no_test.read_text()).items() if k != "test"}))
+    assert main(["report", str(out), "--output", str(tmp_path / "report")]) == 0
+    assert f"{hollow}: skipped, not a whole task record (no config.data, config.normal_class, config.seed, " \
+           "config.ratio, config.rho)" in caplog.text
+    assert f"{no_test}: skipped, not a whole task record (no test)" in caplog.text
+    assert "2 finished runs" in (tmp_path / "report" / "report.md").read_text()
+    for path in (hollow, no_test):  # alone in a folder: the error names it
+        (tmp_path / "alone" / path.parent.name).mkdir(parents=True)
+        (tmp_path / "alone" / path.parent.name / "result.json").write_text(path.read_text())
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "alone")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dlmsvdd report: error: ") and "(no test))" in err and "(no config.data" in err
+    # and, as the warning says, a re-run of the sweep runs those tasks again
+    records = sweep.run_sweep(sweep.Sweep(BASE, GRID), out, progress=False)
+    assert [r["status"] for r in records] == ["done"] * 4
+    assert [cfg.output for cfg in trained[4:]] == [str(out / name) for name, _ in tasks[:2]]
 
 
 DISK_FULL = """

@@ -79,10 +79,10 @@ TRAIN_FLAGS = {
                   "resnet50 with them",
     "--weights": "imagenet (local torch cache; the paper's), a state-dict file, or none "
                  "(the default)",
-    "--image-size": "resize images to this size",
+    "--image-size": "resize images to this size (the small CNN takes 4 and more)",
     "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
-    "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged "
-                      "(default: the recipe's, 4 from scratch, 1 for the paper)",
+    "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged; with --cnn-width "
+                      "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper)",
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
@@ -118,6 +118,7 @@ SWITCHES = {"--frozen": "keep the backbone fixed (\"fixed CNN\")",
             "--tensorboard": "also log each epoch's numbers to RUN/tensorboard (needs the "
                              "tensorboard package)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change
+VERBOSE = (0, 1, 2)  # every command's --verbose levels (train's: TrainConfig.verbose)
 
 
 def _field(flag: str) -> str:
@@ -252,9 +253,9 @@ def _evaluate(args) -> int:
     if args.root:
         cfg.root = args.root
     task = runs.build_task(cfg)
-    split = getattr(task, args.split)
-    f, targets = model.scores(split)
-    result = {"split": args.split, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
+    name = args.split or "test"
+    f, targets = model.scores(getattr(task, name))
+    result = {"split": name, **metrics.summary(targets, f, model.threshold_), "n": len(f)}
     print(json.dumps(result, indent=2))
     if out is not None:
         _write(out, json.dumps(result, indent=2) + "\n", "--json")
@@ -279,6 +280,10 @@ def _score(args) -> int:
     from .experiments import runs
     from .training import metrics
 
+    given = "--npy" if args.npy else "--images" if args.images else None
+    if given and (args.split or args.root):
+        raise ValueError(f"{given} scores the images given, --{'split' if args.split else 'root'} a split of the "
+                         f"model's task: give one or the other")
     out = _output_file(args.output, "--output")
     images = _load_npy(args.npy) if args.npy else None
     model = runs.load_model(args.run, device=args.device)
@@ -294,7 +299,7 @@ def _score(args) -> int:
         cfg = model.config
         if args.root:
             cfg.root = args.root
-        f, targets = model.scores(getattr(runs.build_task(cfg), args.split))
+        f, targets = model.scores(getattr(runs.build_task(cfg), args.split or "test"))
     predictions = metrics.predict(f, model.threshold_)
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
@@ -447,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "default: start a local Ray instance")
     w.add_argument("--cpus-per-task", type=float, default=1, help="ray: CPUs each task asks for")
     w.add_argument("--gpus-per-task", type=float, default=0, help="ray: GPUs each task asks for")
-    w.add_argument("--verbose", type=int, default=1, help="0: no progress bar")
+    w.add_argument("--verbose", type=int, choices=VERBOSE, default=1, help="0: no progress bar; 2: tracebacks of errors")
     w.set_defaults(func=_sweep)
 
     p = sub.add_parser("presets", help="list the preset sweeps, or show one resolved (a dry run)")
@@ -465,11 +470,11 @@ def build_parser() -> argparse.ArgumentParser:
                        ("score", "per-sample dissimilarity and prediction as CSV")):
         e = sub.add_parser(name, help=text)
         e.add_argument("run", help="run folder or checkpoint file")
-        e.add_argument("--split", choices=("train", "val", "test"), default="test")
+        e.add_argument("--split", choices=("train", "val", "test"), help="the split of the model's task (default: test)")
         e.add_argument("--root", help="data root, if it moved since training")
         e.add_argument("--device", help="auto, cpu, cuda or cuda:N (default: where the model was trained, or the "
                                         "CPU on a machine without that device)")
-        e.add_argument("--verbose", type=int, default=1, help="2: tracebacks of errors")
+        e.add_argument("--verbose", type=int, choices=VERBOSE, default=1, help="2: tracebacks of errors")
         if name == "evaluate":
             e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
             e.set_defaults(func=_evaluate)
@@ -518,8 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dlmsvdd {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        verbose = getattr(args, "verbose", None)
-        if isinstance(verbose, int) and verbose >= 2:
+        if getattr(args, "verbose", None) == 2:  # not an out-of-range --verbose 7: that is the mistake to report
             raise
         # bad input (ValueError), a file that cannot be read or written, a missing optional package: the
         # user's to fix, said in one line; anything else is a bug, reported with a way to its traceback

@@ -71,7 +71,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
             handler = run_outputs.attach_log(folder, append=resume)
         if writer and not resume:
             atomic.remove(checkpoint)  # an earlier run's: it must not be resumed with this configuration
-            run_outputs.write_yaml(folder / "config.yaml", cfg.to_dict())
+            run_outputs.write_yaml(folder / "config.yaml", cfg.to_yaml_dict())
             board = run_outputs.TensorBoard(folder) if cfg.tensorboard else None
         log.info("task %s", task.summary())
         start = time.perf_counter()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..training.config import TrainConfig
+from ..training.config import RESOLVED, TrainConfig
 from . import run_outputs, sweep_folder
 from .sweep_folder import FAILED, RESULT
 
@@ -83,6 +83,11 @@ def task_config(values: dict, task_folder: Path) -> TrainConfig:
     return TrainConfig.from_dict({**values, "output": str(task_folder), "verbose": 0})
 
 
+def _configs(cfg: TrainConfig) -> dict:
+    """A record's configuration: as asked, and as the run uses it (what a re-run compares)."""
+    return {"config": cfg.to_dict(), RESOLVED: cfg.resolved()}
+
+
 def _run_task(name: str, values: dict, folder: str, threads: int | None = None) -> dict:
     """One task in its folder: in this process, a process of its own, or a Ray worker.
 
@@ -102,7 +107,7 @@ def _run_task(name: str, values: dict, folder: str, threads: int | None = None) 
             torch.set_num_threads(threads)
         cfg = task_config(values, task_dir)
         _, result, _ = runs.train(cfg)
-        record = {"task": name, "status": "done", "config": cfg.to_dict(), **result}
+        record = {"task": name, "status": "done", **_configs(cfg), **result}
         run_outputs.write_json(task_dir / RESULT, record)
     except Exception as err:  # noqa: BLE001 - a failed task is recorded, the sweep goes on
         record = _record_failure(task_dir, name, values, err)
@@ -113,7 +118,7 @@ def _run_task(name: str, values: dict, folder: str, threads: int | None = None) 
 
 def _record_failure(task_dir: Path, name: str, values: dict, err: BaseException) -> dict:
     """failed.json, written by the task itself or, when its worker died, by the sweep's process."""
-    record = {"task": name, "status": "failed", "config": task_config(values, task_dir).to_dict(),
+    record = {"task": name, "status": "failed", **_configs(task_config(values, task_dir)),
               "error": f"{type(err).__name__}: {err}", "traceback": "".join(traceback.format_exception(err))}
     task_dir.mkdir(parents=True, exist_ok=True)  # a worker can die before its task made the folder
     run_outputs.write_json(task_dir / FAILED, record)
@@ -190,7 +195,7 @@ def run_tasks(tasks: list[tuple[str, dict]], folder, engine: str = "local", work
 
 def _states(tasks, folder: Path) -> list[tuple]:
     """``sweep_folder.state`` of every task against the configuration it asks for."""
-    return [sweep_folder.state(folder, name, sweep_folder.comparable(task_config(values, folder / name).to_dict()))
+    return [sweep_folder.state(folder, name, sweep_folder.comparable(task_config(values, folder / name).resolved()))
             for name, values in tasks]
 
 

@@ -3,18 +3,24 @@
 A task's record is the truth about it:
 
 * ``result.json``: the task is finished: ``task`` (its folder's name), ``status``
-  "done", ``config`` (the resolved ``TrainConfig`` it was trained with) and the
-  run's metrics (``metrics.json``'s content);
+  "done", ``config`` (the ``TrainConfig`` fields as asked, None where the recipe
+  chooses), ``resolved`` (every field as the run used it: ``TrainConfig.resolved``)
+  and the run's metrics (``metrics.json``'s content);
 * ``failed.json``: the task failed: ``task``, ``status`` "failed", ``config``,
-  ``error`` and ``traceback`` (a dead worker's too, written by the sweep).
+  ``resolved``, ``error`` and ``traceback`` (a dead worker's too, written by the sweep).
 
 Records are written atomically (``run_outputs.write_atomic``), so a record
 that exists is whole; one that does not parse (a disk that filled up under an
-older version, a hand edit) counts as no record. A task is done only when its
-``result.json`` parses and its ``config`` equals the one asked for, but for
-``output`` and ``verbose`` (where the run was written, how much it printed);
+older version, a hand edit), or a result without what the report reads
+(``RESULT_NEEDS``), counts as no record. A task is done only when its
+``result.json`` parses and what it was trained with equals what the sweep asks
+for, both resolved (``lr`` left to the scratch recipe equals ``lr=0.001``), but
+for ``output`` and ``verbose`` (where the run was written, how much it printed);
 keys the record lacks count as their defaults (fields added since it was
-written), keys it has that the configuration no longer knows are ignored.
+written), keys it has that the configuration no longer knows are ignored. A
+record written before ``resolved`` was stored is resolved from its ``config``
+by this version's recipes, the small CNN's shape fields it lacks at the shape
+of before (as ``DLMSVDD.load`` does).
 
 The lock (``sweep.lock``, an ``flock``) lets one sweep at a time run in a
 folder; the kernel drops it when its holder exits, however it exits.
@@ -23,6 +29,7 @@ folder; the kernel drops it when its holder exits, however it exits.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -31,11 +38,15 @@ import socket
 import time
 from pathlib import Path
 
-from ..training.config import TrainConfig
+from ..training.config import RESOLVED, SMALL_CNN_FIELDS, TrainConfig
 
 RESULT, FAILED, LOCK = "result.json", "failed.json", "sweep.lock"
 NOT_COMPARED = ("output", "verbose")
 VALUE_LIMIT = 48  # characters of one grid value in a task's folder name
+# what a finished task's record holds at least (what the report reads): the task's axes in its
+# config, the test metrics, the validation metrics and the task's sizes; one without them counts as none
+RESULT_NEEDS = {"config": ("data", "normal_class", "seed", "ratio", "rho"), "test": ("auroc", "balanced_accuracy"),
+                "val": (), "task_summary": ("class_name", "train_normal", "val_normal")}
 NAME_LIMIT = 160  # characters of a task's folder name (file systems allow 255 bytes)
 
 
@@ -112,7 +123,20 @@ def read(path) -> tuple[dict | None, str | None]:
         return None, f"not JSON, truncated? ({err})"
     if not isinstance(record, dict) or not isinstance(record.get("config"), dict):
         return None, "not a task record (no 'config')"
+    if "task_summary" not in record and isinstance(record.get("task"), dict):  # sweeps before 'task_summary'
+        record["task_summary"] = record["task"]
     return record, None
+
+
+def lacks(result: dict) -> str | None:
+    """What a finished task's record lacks of ``RESULT_NEEDS``, in words, or None."""
+    missing = []
+    for part, keys in RESULT_NEEDS.items():
+        if isinstance(result.get(part), dict):
+            missing += [f"{part}.{key}" for key in keys if key not in result[part]]
+        else:
+            missing.append(part)
+    return f"not a whole task record (no {', '.join(missing)})" if missing else None
 
 
 def comparable(config: dict) -> dict:
@@ -123,6 +147,19 @@ def comparable(config: dict) -> dict:
 _DEFAULTS = comparable(TrainConfig().to_dict())
 
 
+def trained_with(record: dict) -> dict:
+    """Every field as the record's run used it: its ``resolved``, or for a record written
+    before that was stored, its ``config`` resolved now (see the module's docstring)."""
+    if isinstance(record.get(RESOLVED), dict):
+        return record[RESOLVED]
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    values = {**SMALL_CNN_FIELDS, **{k: v for k, v in record["config"].items() if k in known}}
+    try:
+        return comparable(TrainConfig(**values).resolved())
+    except (TypeError, ValueError, KeyError):  # values this version cannot resolve: compared as stored
+        return {**_DEFAULTS, **values}
+
+
 def differences(stored: dict, asked: dict) -> dict:
     """key -> (stored value, asked value) for every compared key that differs."""
     return {key: (stored.get(key, _DEFAULTS.get(key)), value) for key, value in asked.items()
@@ -131,10 +168,10 @@ def differences(stored: dict, asked: dict) -> dict:
 
 def state(folder, name: str, asked: dict) -> tuple[str, dict | None, dict]:
     """(status, record, differing keys) of a task: "done" (its result was trained
-    with ``asked``), "stale" (with other settings), "failed", or "missing"."""
+    with ``asked``, a resolved configuration), "stale" (with other settings), "failed", or "missing"."""
     result, _ = read(Path(folder) / name / RESULT)
-    if result is not None:
-        changed = differences(result["config"], asked)
+    if result is not None and lacks(result) is None:
+        changed = differences(trained_with(result), asked)
         return ("stale" if changed else "done"), result, changed
     failed, _ = read(Path(folder) / name / FAILED)
     return ("failed", failed, {}) if failed is not None else ("missing", None, {})

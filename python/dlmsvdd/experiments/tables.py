@@ -40,11 +40,14 @@ SHOT_GROUPS = (("many", 101, math.inf), ("medium", 20, 100), ("few", 0, 19))
 def load_records(folder) -> list[dict]:
     """The records of a sweep folder's finished tasks (``*/result.json``), in task-name
     order, each with its ``name`` (the folder's, also the record's "task"). A file
-    that is not a whole record (empty, truncated) is skipped with a warning naming it."""
+    that is not a whole record (empty, truncated, without what the tables read) is
+    skipped with a warning naming it and why."""
     records, skipped = [], []
     for path in sorted(Path(folder).glob(f"*/{sweep_folder.RESULT}")):
         record, problem = sweep_folder.read(path)
-        if record is None:
+        if record is not None:
+            problem = sweep_folder.lacks(record)
+        if problem is not None:
             log.warning("%s: skipped, %s; a re-run of the sweep runs this task again", path, problem)
             skipped.append(f"{path} ({problem})")
         else:
@@ -52,10 +55,8 @@ def load_records(folder) -> list[dict]:
     if not records:
         raise ValueError(f"{folder}: no finished tasks (no readable */result.json"
                          + (f"; skipped {', '.join(skipped)})" if skipped else ")"))
-    for r in records:  # sweeps run before 'task_summary' had the summary under 'task'
-        if "task_summary" not in r and isinstance(r.get("task"), dict):
-            r["task_summary"] = r["task"]
     return records
+
 
 
 def _key(value):
@@ -76,7 +77,7 @@ def method_label(config: dict, keys) -> str:
     parts = []
     for k in keys:
         if k == "backend":
-            parts.append(str(config[k]))
+            parts.append(str(config.get(k)))
         elif not (k == "n_components" and config.get("backend") == "exact"):
             parts.append(f"{'m' if k == 'n_components' else k}={config.get(k)}")
     return ", ".join(parts) or "DLM-SVDD"

@@ -126,14 +126,19 @@ def _numbers(value, name: str):
         yield name, value
 
 
-def check_config(state: dict, config: dict, path) -> None:
-    """The training state at ``path`` was written by a run with ``config`` (up to ``RUN_ONLY``)."""
-    saved = state["config"]
-    differ = sorted(k for k in set(saved) | set(config) if k not in RUN_ONLY and saved.get(k) != config.get(k))
-    if differ:
-        pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {config.get(k)!r} here" for k in differ)
-        raise ValueError(f"{path} was written by a run with another configuration ({pairs}); "
-                         "resume it with its own configuration")
+def check_config(state: dict, config: dict, path, resolved: dict | None = None) -> None:
+    """The training state at ``path`` was written by a run with ``config`` (up to ``RUN_ONLY``)
+    and, where the state stores it, the same ``resolved`` configuration: the same fields
+    resolved otherwise (a recipe changed by an upgrade) would go on with other numbers."""
+    for key, here, label in (("config", config, ""), ("resolved", resolved, "as resolved: ")):
+        saved = state.get(key)
+        if saved is None or here is None:  # states written before 'resolved' was stored
+            continue
+        differ = sorted(k for k in set(saved) | set(here) if k not in RUN_ONLY and saved.get(k) != here.get(k))
+        if differ:
+            pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in differ)
+            raise ValueError(f"{path} was written by a run with another configuration ({label}{pairs}); "
+                             "resume it with its own configuration and the dlmsvdd version that wrote it")
 
 
 def rng_states(group=None) -> list[dict]:

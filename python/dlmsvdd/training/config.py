@@ -9,6 +9,13 @@ None``: a string or None); every number has a range there. Values read from
 text (a YAML file, ``--set``, flags) go through ``typed`` first, which turns
 numbers written as strings into numbers (YAML 1.1 reads ``1e-3`` as a string).
 
+A free-form field (``extra``: a dict of notes) holds JSON values only, of
+bounded size (``FREE_FORM_LIMIT``), counted as the stored file will spell them
+out: a YAML alias bomb is refused before it is expanded.
+
+What a run uses is ``resolved()``: every field, with the recipe's values in
+place of the ones left None; a run folder stores it beside the fields as asked.
+
 One exception: no pretrained weights unless asked for (they are not shipped),
 and then backbone "auto" is the small CNN; ``weights="imagenet"`` gives the
 paper's ResNet-50 (the presets ask for it)."""
@@ -28,7 +35,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
-from .models import BACKBONES, SMALL_CNN_BRANCHES, SMALL_CNN_WIDTH
+from .checkpoints import RUN_ONLY
+from .models import BACKBONES, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE, SMALL_CNN_WIDTH, small_cnn_parameters
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
@@ -48,6 +56,13 @@ SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRAN
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")
+# The small CNN is the small alternative to the ResNets: at most as many parameters as ResNet-50
+# without its classifier (the largest backbone here, the paper's), which the default (32 wide, 4
+# branches: 373,888) is far below. Without a bound, --cnn-branches 100000 started allocating 37 GB.
+SMALL_CNN_MAX_PARAMETERS = 23_508_032
+# what a free-form field (a dict or list) may hold: this many units, a unit being a value, a key
+# or a character of a string (about the size of its JSON in bytes): notes, not data
+FREE_FORM_LIMIT = 65536
 
 
 @dataclass
@@ -120,11 +135,29 @@ class TrainConfig:
             if getattr(self, name) is not None and self.backbone != "small_cnn":
                 raise ValueError(f"{name} shapes the small CNN; backbone {self.backbone!r} has its own shape: "
                                  f"leave {name} unset (None)")
+        for name in FREE_FORM:  # first: the table's message would spell out the value
+            check_free_form(name, getattr(self, name))
         own = {name: getattr(self, name) for name in CONSTRAINTS}
         boundary_params.check(own, table=CONSTRAINTS)
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
         boundary_params.check(self.boundary_params(), names=self.BOUNDARY_NAMES)
+        if self.backbone == "small_cnn":
+            self._check_small_cnn()
         return self
+
+    def _check_small_cnn(self) -> None:
+        """The small CNN this configuration builds takes its images and fits the bound on its size."""
+        if self.image_size is not None and self.image_size < SMALL_CNN_MIN_SIZE:
+            raise ValueError(f"image_size {self.image_size} is too small for the small CNN: it takes images of "
+                             f"{SMALL_CNN_MIN_SIZE} pixels and more (its two 2x2 max-pools halve the size twice)")
+        shape = self.training_params()
+        width, branches = shape["cnn_width"], shape["cnn_branches"]
+        count = small_cnn_parameters(width, branches)
+        if count > SMALL_CNN_MAX_PARAMETERS:
+            raise ValueError(f"cnn_width {width} with cnn_branches {branches} makes a small CNN of {count:,} parameters "
+                             f"({count * 4 / 1e9:.3g} GB of float32 weights); it takes at most "
+                             f"{SMALL_CNN_MAX_PARAMETERS:,}, ResNet-50's: lower cnn_branches or cnn_width, or use "
+                             "backbone resnet50")
 
     # LpSVDD's parameter -> the config field that sets it
     BOUNDARY_NAMES = {"kernel": "backend", "max_iter": "fw_max_iter", "tol": "fw_tol"}
@@ -146,12 +179,23 @@ class TrainConfig:
         values = {key: getattr(self, key) for key in RECIPES[recipe]}
         return {"recipe": recipe, **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
+    def resolved(self) -> dict:
+        """Every field as the run uses it (``to_dict`` with ``training_params`` in place of the
+        values left to the recipe): what a run folder stores beside the fields as asked, and
+        what a sweep compares. The small CNN's fields stay None for another backbone."""
+        params = self.training_params()
+        if self.backbone != "small_cnn":
+            params.update(dict.fromkeys(SMALL_CNN_FIELDS))
+        return {**self.to_dict(), **params}
+
     @property
     def imagenet_input(self) -> bool:
         """Pretrained torchvision weights expect ImageNet-normalised RGB at 224 pixels."""
         return self.backbone != "small_cnn" and self.weights is not None
 
     def to_dict(self) -> dict:
+        for name in FREE_FORM:  # before asdict copies them out: an alias bomb would never finish
+            check_free_form(name, getattr(self, name))
         return dataclasses.asdict(self)
 
     @classmethod
@@ -169,6 +213,9 @@ class TrainConfig:
         import yaml
 
         path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"configuration file {str(path)!r} is a folder; give a YAML file (a run folder's "
+                             "config.yaml, say)")
         if not path.is_file():
             raise ValueError(f"configuration file {str(path)!r} does not exist")
         try:
@@ -177,7 +224,41 @@ class TrainConfig:
             raise ValueError(f"{path} is not a valid YAML file: {err}") from None
         if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
             raise ValueError(f"{path}: expected a mapping of configuration keys")
-        return cls.from_dict({k.replace("-", "_"): v for k, v in values.items()})
+        values = {k.replace("-", "_"): v for k, v in values.items()}
+        stored = values.pop(RESOLVED, None)
+        cfg = cls.from_dict(values)
+        if stored is not None:
+            check_resolved(stored, cfg, path)
+        return cfg
+
+    def to_yaml_dict(self) -> dict:
+        """A run folder's config.yaml: the fields as asked (``train --config`` reads them) and, under
+        ``resolved``, what this version resolves them to (``from_yaml`` checks it)."""
+        return {**self.to_dict(), RESOLVED: self.resolved()}
+
+
+RESOLVED = "resolved"  # config.yaml's section (and a sweep record's key) of the resolved fields
+
+
+def check_resolved(stored, cfg: TrainConfig, path) -> None:
+    """A config.yaml's ``resolved`` section is a record of what its run used, not read. When
+    the file's fields are as that run asked (none set to another explicit value), they must
+    still resolve to it: refused otherwise (a recipe that changed since, or an edited
+    section), since training with the file would not repeat the run it describes."""
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path}: 'resolved' must be the mapping a run folder's config.yaml holds")
+    asked, now, recipe = cfg.to_dict(), cfg.resolved(), set(cfg.training_params())
+    common = [k for k in stored if k in now and k not in RUN_ONLY]
+    left_to_recipe = {k for k in recipe if asked[k] in (None, "auto")}
+    if any(asked[k] != stored[k] for k in common if k not in left_to_recipe):
+        return  # a new configuration made from the file: the section describes another run
+    differ = [k for k in common if stored[k] != now[k]]
+    if differ:
+        pairs = ", ".join(f"{k}: {now[k]!r}, the section {stored[k]!r}" for k in differ)
+        raise ValueError(f"{path}: its fields resolve otherwise than its 'resolved' section, the record of what its run "
+                         f"used, says ({pairs}): a recipe changed since or the section was edited, and the section is "
+                         "not read: set those fields themselves, or delete the section")
+
 
 
 class _DeviceName:
@@ -194,6 +275,17 @@ class _DeviceName:
 
     def __str__(self) -> str:
         return "'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1'"
+
+
+class _Seed:
+    """An integer numpy and scikit-learn take as a seed: 32 bits (a larger one failed
+    inside train_test_split)."""
+
+    def is_satisfied_by(self, value) -> bool:
+        return isinstance(value, Integral) and not isinstance(value, bool) and 0 <= value < 2**32
+
+    def __str__(self) -> str:
+        return f"an integer in [0, {2**32 - 1}] (a 32-bit seed, as numpy takes)"
 
 
 def _positive(kind):
@@ -227,10 +319,10 @@ _RANGES = {
     "pretrain": [StrOptions(set(PRETRAINS))],
     "pretrain_steps": [_at_least(Integral, 0)],
     "on_divergence": [StrOptions(set(DIVERGENCE))],
-    "seed": [_at_least(Integral, 0)],
+    "seed": [_Seed()],
     "device": [_DeviceName()],
     "num_workers": [_at_least(Integral, 0)],
-    "verbose": [_at_least(Integral, 0)],
+    "verbose": [Interval(Integral, 0, 2, closed="both")],  # 0 quiet, 1 epoch bar, 2 batch bars and tracebacks
 }
 _TYPES = {name: typing.get_args(hint) or (hint,) for name, hint in typing.get_type_hints(TrainConfig).items()}
 
@@ -250,6 +342,33 @@ def _table() -> dict:
 
 
 CONSTRAINTS = _table()
+# the free-form fields: any dict or list field (their contents have no table)
+FREE_FORM = tuple(name for name, kinds in _TYPES.items() if dict in kinds or list in kinds)
+
+
+def check_free_form(name: str, value) -> None:
+    """``value`` (field ``name``) holds JSON values (None, booleans, numbers, strings; lists,
+    and dicts keyed by strings) of at most ``FREE_FORM_LIMIT`` units. The walk counts a value
+    each time it is reached, so that shared (YAML alias) and self-containing values count as
+    the stored file would spell them, and it stops at the limit: its work is bounded too."""
+    units, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        units += 1 + (len(item) if isinstance(item, str) else 0)
+        if units > FREE_FORM_LIMIT:
+            raise ValueError(f"{name} holds more than {FREE_FORM_LIMIT} values and characters (repeated YAML aliases "
+                             f"count each time they are used): keep {name} to short notes")
+        if isinstance(item, dict):
+            keys = [key for key in item if not isinstance(key, str)]
+            if keys:
+                raise ValueError(f"{name}: keys must be strings, got {keys[0]!r} ({type(keys[0]).__name__})")
+            units += sum(1 + len(key) for key in item)
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif not (item is None or isinstance(item, (bool, int, float, str))):
+            raise ValueError(f"{name} holds a {type(item).__name__} value; it takes JSON values only (null, "
+                             "booleans, numbers, strings, lists, mappings with string keys)")
 
 
 def typed(name: str, value):

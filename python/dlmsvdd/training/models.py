@@ -15,12 +15,13 @@ from ..data.sources import vision
 BACKBONES = ("small_cnn", "resnet18", "resnet50")
 SMALL_CNN_WIDTH = 32  # the small CNN's first-block channels unless asked otherwise (TrainConfig.cnn_width)
 SMALL_CNN_BRANCHES = 1  # its independent branches in models that predate TrainConfig.cnn_branches
+SMALL_CNN_MIN_SIZE = 4  # the smallest image it takes: its two 2x2 max-pools leave 4 -> 2 -> 1 pixel
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
 
 
 class SmallCNN(nn.Module):
     """Three conv-BN-ReLU blocks (width, 2 width, 4 width channels), two max-pools,
-    global average pooling: 4 width-d features for images of 8 pixels and more.
+    global average pooling: 4 width-d features for images of 4 pixels and more.
 
     ``branches`` > 1: that many such networks side by side, independent from their
     first convolution on (grouped convolutions), each one's features L2-normalised and
@@ -52,6 +53,13 @@ class SmallCNN(nn.Module):
             return z
         per_branch = F.normalize(z.unflatten(1, (self.branches, -1)), dim=2)
         return per_branch.flatten(1) / self.branches ** 0.5
+
+
+def small_cnn_parameters(width: int, branches: int, in_channels: int = 3) -> int:
+    """The number of parameters of ``SmallCNN(in_channels, width, branches)``, counted on
+    the meta device (shapes without memory), so that one too large to build can be refused."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in SmallCNN(in_channels, width, branches).parameters())
 
 
 class FeatureNet(nn.Module):

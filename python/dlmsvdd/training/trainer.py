@@ -475,7 +475,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if self.group_ is not None and not self.group_.is_main:
             return
         checkpoints.write(path, {
-            "config": self.config.to_dict(), "next_epoch": next_epoch, "input_shape": list(self.input_shape_),
+            "config": self.config.to_dict(), "resolved": self.config.resolved(), "next_epoch": next_epoch,
+            "input_shape": list(self.input_shape_),
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,
             "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
@@ -484,7 +485,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         """Continues where ``_save_training`` left off (at ``path``, written by a
         run of this configuration): the next epoch and the best so far."""
         state = checkpoints.read(path, checkpoints.TRAINING)
-        checkpoints.check_config(state, self.config.to_dict(), path)
+        checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved())
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
             optimizer.load_state_dict(state["optimizer"])
