@@ -108,6 +108,6 @@ def test_bad_arrays_are_refused(by_arrays):
             model.fit(bad_X, bad_y)
     with pytest.raises(ValueError, match="takes a validation dataset"):
         model.fit(by_arrays, np.ones(40))
-    with pytest.raises(ValueError, match=r"this model takes images of shape \(N, 1, 8, 8\)"):
+    with pytest.raises(ValueError, match=r"the model expects grey images \(N, 1, 8, 8\)"):
         by_arrays.dissimilarity(np.zeros((3, 3, 8, 8), np.float32))
     assert metrics.auroc(np.r_[np.ones(5), -np.ones(5)], np.r_[np.zeros(5), np.ones(5)]) == 1.0

@@ -83,17 +83,19 @@ class VectorPreprocessing:
 
 
 class VectorPreprocess(nn.Module):
-    """Raw vectors -> the network's input: checks the shape, takes float32, standardises."""
+    """Raw vectors -> the network's input: checks the shape, standardises (in float64), gives float32."""
 
     def __init__(self, spec: VectorPreprocessing):
         super().__init__()
         self.features = spec.features
         self.expects = spec.expects()
-        self.register_buffer("center", torch.tensor(spec.center, dtype=torch.float64).float().view(1, -1))
-        self.register_buffer("scale", torch.tensor(spec.scale, dtype=torch.float64).float().view(1, -1))
+        # float64: a column far from zero with a small spread (1 +- 1e-3) would lose its digits to
+        # float32 cancellation in x - center; the network then takes the result in float32
+        self.register_buffer("center", torch.tensor(spec.center, dtype=torch.float64).view(1, -1))
+        self.register_buffer("scale", torch.tensor(spec.scale, dtype=torch.float64).view(1, -1))
 
     def forward(self, vectors: torch.Tensor) -> torch.Tensor:
         if vectors.dim() != 2 or vectors.shape[1] != self.features:
             raise ValueError("got an array of shape " + str(list(vectors.shape)) + "; the model expects "
                              + self.expects)
-        return (vectors.float() - self.center) / self.scale
+        return ((vectors.double() - self.center) / self.scale).float()

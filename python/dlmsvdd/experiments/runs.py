@@ -37,7 +37,8 @@ def build_task(cfg: TrainConfig) -> Task:
 
 
 def default_output(cfg: TrainConfig) -> Path:
-    return Path("runs") / f"{cfg.data}-class{cfg.normal_class}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    task = f"table-{Path(cfg.path or 'table').stem}" if cfg.data == "table" else f"{cfg.data}-class{cfg.normal_class}"
+    return Path("runs") / f"{task}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 CHECKPOINT = "checkpoint.pt"  # the training state of an unfinished run

@@ -71,15 +71,16 @@ def array_images(X, name: str = "X") -> torch.Tensor:
 
 
 def array_vectors(X, name: str = "X") -> torch.Tensor:
-    """An array of feature vectors (N, D) of real numbers as float32 on the CPU."""
+    """An array of feature vectors (N, D) of real numbers as float64 on the CPU (the
+    preprocessing record standardises them in float64 and gives the network float32)."""
     vectors = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
     if vectors.dim() != 2 or 0 in vectors.shape:
         raise ValueError(f"{name} must hold feature vectors (N, D), got shape {tuple(vectors.shape)}")
     if vectors.dtype == torch.bool or vectors.is_complex():
         raise ValueError(f"{name} holds {vectors.dtype} values, not real numbers")
-    vectors = vectors.float()
+    vectors = vectors.double()
     if not torch.isfinite(vectors).all():
-        raise ValueError(f"{name} holds NaN or infinite values (or values beyond float32's range)")
+        raise ValueError(f"{name} holds NaN or infinite values")
     return vectors
 
 
