@@ -124,7 +124,8 @@ def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int)
     """The anomalies given as labelled: ceil(fraction x count), at least one, drawn at random (None: all)."""
     if fraction is None or len(anomalies) == 0:
         return anomalies
-    count = min(len(anomalies), max(1, math.ceil(fraction * len(anomalies))))
+    # the 1e-9: a float product such as 0.05 x 60 = 3.0000000000000004 is 3, not 4
+    count = min(len(anomalies), max(1, math.ceil(fraction * len(anomalies) - 1e-9)))
     return np.sort(np.random.default_rng(seed).choice(anomalies, count, replace=False))
 
 
