@@ -153,8 +153,10 @@ class DualProblem:
 
     def project(self, v: torch.Tensor) -> torch.Tensor:
         """Euclidean projection onto the feasible set (each class onto its scaled simplex)."""
-        out = torch.zeros_like(v)
         normal = self.normal
+        if bool(normal.all()):  # one class: no gather and scatter
+            return project_simplex(v, self.mu_normal)
+        out = torch.zeros_like(v)
         out[normal] = project_simplex(v[normal], self.mu_normal)
         if self.has_anomalies:
             out[~normal] = project_simplex(v[~normal], self.mu_anomaly)
@@ -173,12 +175,32 @@ class DualProblem:
 
 
 def project_simplex(v: torch.Tensor, mass: float) -> torch.Tensor:
-    """Projection of v onto {x >= 0, sum(x) = mass} (sort-based, O(n log n))."""
+    """Projection of v onto {x >= 0, sum(x) = mass}: max(v - theta, 0) with the
+    threshold of ``simplex_threshold``."""
     if mass == 0.0 or v.numel() == 0:
         return torch.zeros_like(v)
-    u, _ = torch.sort(v.double(), descending=True)
-    css = torch.cumsum(u, 0) - mass
-    k = torch.arange(1, v.numel() + 1, dtype=torch.float64, device=v.device)
-    rho = int(torch.nonzero(u - css / k > 0)[-1])
-    theta = css[rho] / (rho + 1)
-    return (v.double() - theta).clamp_min(0).to(v.dtype)
+    return (v.double() - simplex_threshold(v, mass)).clamp_min(0).to(v.dtype)
+
+
+def simplex_threshold(v: torch.Tensor, mass: float) -> float:
+    """The theta with sum(max(v - theta, 0)) = mass (mass > 0), in O(N) passes
+    instead of a sort (Michelot's algorithm: Newton's method on that
+    piecewise-linear, decreasing function of theta, from the left).
+
+    theta = (sum over S of v - mass) / |S| for the support S = {v > theta}.
+    Starting from S = all (theta below the answer), each step recomputes
+    theta from S and drops the entries at or below it; S only shrinks, and
+    when it stops changing theta is exact: the same formula as the sorting
+    algorithm's, on the same support. Few steps in practice (2 to 4 on a
+    solver's dense weights, about 15 on 1e6 Gaussian values with a support of
+    7), each over the survivors of the last, so about 2 passes over v in all.
+    Ties at theta contribute 0 either way."""
+    live = v.double()
+    count = live.numel()
+    theta = (float(live.sum()) - mass) / count
+    while True:
+        live = live[live > theta]
+        if live.numel() == count or live.numel() == 0:  # converged (or v held NaN: theta is NaN)
+            return theta if live.numel() else math.nan
+        count = live.numel()
+        theta = (float(live.sum()) - mass) / count

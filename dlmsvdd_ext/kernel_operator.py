@@ -130,6 +130,11 @@ class KernelOperator:
         """An upper bound on the largest eigenvalue of K (for the gradient's Lipschitz constant)."""
         raise NotImplementedError
 
+    def diagonal(self) -> torch.Tensor:
+        """K's diagonal as float64 (the trace of a principal block bounds its top
+        eigenvalue: the solver's per-class step sizes)."""
+        raise NotImplementedError
+
 
 class DenseKernel(KernelOperator):
     def __init__(self, K: torch.Tensor):
@@ -149,6 +154,9 @@ class DenseKernel(KernelOperator):
         # Gershgorin: the largest absolute row sum, in blocks of rows small
         # beside K (the alpha-step's peak memory is K itself).
         return max(float(self.K[i:i + 64].abs().sum(1).max()) for i in range(0, self.n, 64))
+
+    def diagonal(self):
+        return self.K.diagonal().to(torch.float64)
 
 
 class RbfOnTheFly(KernelOperator):
@@ -172,6 +180,9 @@ class RbfOnTheFly(KernelOperator):
     def lambda_max_bound(self):
         # RBF entries are positive, so the largest row sum is K @ 1's maximum.
         return float(self.matvec(torch.ones(self.n, dtype=torch.float64, device=self.device)).max())
+
+    def diagonal(self):
+        return torch.ones(self.n, dtype=torch.float64, device=self.device)  # k(x, x) = 1
 
 
 class LowRankKernel(KernelOperator):
@@ -209,6 +220,9 @@ class LowRankKernel(KernelOperator):
                 return 0.0
             u = w / est
         return 1.1 * est
+
+    def diagonal(self):
+        return (self.Z * self.Z).sum(1)
 
 
 def exact_rbf_operator(X: torch.Tensor, gamma: float, cache_size_mb: float | str = "auto") -> KernelOperator:

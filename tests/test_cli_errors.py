@@ -195,3 +195,50 @@ def test_a_failed_start_in_an_existing_folder_removes_only_what_it_wrote(tmp_pat
                  "--verbose", "0", "--output", str(folder)]) == 2
     assert "does not exist" in _error(capsys, "train")
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]  # no config.yaml, no log.txt
+
+
+def _first_weight(state):
+    return next(k for k, v in state["network"].items() if v.is_floating_point())
+
+
+# hand edits of a finished run's model.pt, and what loading it must say (before: exit 1 and "a bug?" for the
+# first three, and NaN numbers loaded: evaluate said balanced accuracy 0.5, score called every image +1)
+MODEL_EDITS = {
+    "no network": (lambda s: s.pop("network"), "is not a complete dlmsvdd model: it lacks 'network'"),
+    "no boundary": (lambda s: s.pop("boundary"), "is not a complete dlmsvdd model: it lacks 'boundary'"),
+    "wrong shape": (lambda s: s["network"].update({_first_weight(s): torch.zeros(3)}),
+                    "its network does not fit the backbone its configuration builds (size mismatch for "),
+    "boundary shape": (lambda s: s["boundary"].update(support_vectors=s["boundary"]["support_vectors"][:, :5]),
+                       "its boundary does not fit its network (Y has 5 features but X has "),
+    "threshold nan": (lambda s: s.update(threshold=float("nan")), "its threshold is nan, not a finite number"),
+    "threshold text": (lambda s: s.update(threshold="0.5"), "its threshold is '0.5', not a finite number"),
+    "weight nan": (lambda s: s["network"][_first_weight(s)].view(-1).__setitem__(0, float("nan")),
+                   "network['backbone."),
+    "boundary inf": (lambda s: s["boundary"]["dual_coef"].__setitem__(0, float("inf")),
+                     "boundary['dual_coef'] holds NaN or infinite values"),
+    "gamma nan": (lambda s: s["boundary"]["scalars"].update(gamma_=float("nan")),
+                  "boundary['scalars']['gamma_'] is nan, not a finite number"),
+}
+
+
+@pytest.mark.parametrize("edit", list(MODEL_EDITS))
+@pytest.mark.parametrize("command", ["evaluate", "score"])
+def test_a_damaged_model_file_is_refused_when_loaded(edit, command, run, tmp_path, capsys):
+    change, message = MODEL_EDITS[edit]
+    state = torch.load(run / "model.pt", weights_only=True)
+    change(state)
+    torch.save(state, tmp_path / "model.pt")
+    assert main([command, str(tmp_path / "model.pt")]) == 2
+    err = _error(capsys, command)
+    assert message in err and "a bug?" not in err
+
+
+def test_a_file_holding_python_objects_is_refused_without_torchs_advice(run, tmp_path, capsys):
+    """torch.load's error told the user to load with weights_only=False, which runs the file's code."""
+    state = torch.load(run / "model.pt", weights_only=True)
+    state["extra"] = np.arange(3)  # a numpy array pickles as numpy's reconstruct function
+    torch.save(state, tmp_path / "model.pt")
+    assert main(["evaluate", str(tmp_path / "model.pt")]) == 2
+    err = _error(capsys, "evaluate")
+    assert "is not a dlmsvdd checkpoint: it holds a Python object (numpy." in err
+    assert "weights_only" not in err and "add_safe_globals" not in err

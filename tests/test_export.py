@@ -217,3 +217,79 @@ def test_checkpoints_without_a_preprocessing_record_score_but_do_not_export(trai
         old.export(tmp_path / "old.onnx")
     loaded = DLMSVDD.load(tmp_path / "model.pt")
     assert loaded.preprocessing_ == trained.preprocessing_ == task.train.preprocessing
+
+
+def _spoiled(raw_test):
+    """Five images the scorer must not call normal, then five good ones: a NaN, +inf and -inf pixel; pixels
+    0-255 given as floats (unscaled); one pixel just below 0."""
+    images = raw_test[:10].clone()
+    images[0, 0, 3, 3], images[1, 0, 0, 0], images[2, 0, 4, 4] = float("nan"), float("inf"), -float("inf")
+    images[3] *= 255
+    images[4, 0, 1, 1] = -0.01
+    return images
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_unreadable_or_out_of_range_images_are_never_called_normal(fmt, trained, raw_test, tmp_path):
+    """Before: a NaN pixel gave dissimilarity nan and decision +1 (NaN >= threshold is false), and float
+    pixels 0-255 were scored as if they were in [0, 1]."""
+    images = _spoiled(raw_test)
+    path = trained.export(tmp_path / "m", format=fmt)
+    if fmt == "onnx":
+        f, decision = ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
+    else:
+        f, decision = (t.numpy() for t in _torchscript(path)(images))
+    assert np.isnan(f[:5]).all()  # no number for an image the scorer does not take
+    np.testing.assert_array_equal(decision[:5], -1)
+    good = trained.preprocess(images[5:])
+    np.testing.assert_allclose(f[5:], trained.dissimilarity(good), rtol=RTOL, atol=ATOL)
+    _assert_decisions(decision[5:], trained.dissimilarity(good), trained.threshold_, trained.predict(good))
+
+
+def test_any_non_finite_dissimilarity_is_an_anomaly(trained):
+    """The decision rule itself, scripted: f NaN or infinite is -1 whatever the threshold, also for uint8 images
+    (no pixel of which is out of range) when the network or boundary overflows."""
+    from dlmsvdd.training.export import build_scorer
+
+    class Fixed(torch.nn.Module):
+        def forward(self, z: torch.Tensor) -> torch.Tensor:
+            return torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1e30])[: z.shape[0]]
+
+    scorer = build_scorer(trained)
+    scorer.boundary = Fixed()
+    scorer.threshold = 1e300
+    scripted = torch.jit.script(scorer)
+    for images in (torch.zeros(5, 1, 8, 8), torch.zeros(5, 1, 8, 8, dtype=torch.uint8)):
+        f, decision = scripted(images)
+        assert decision.tolist() == [-1, -1, -1, 1, 1]
+
+
+def test_torchscript_refuses_other_dtypes_and_onnx_takes_its_own(trained, raw_test, tmp_path):
+    """Before: int64 pixels 0-255 went in unscaled (every image anomalous), float64 and bool as floats."""
+    scorer = _torchscript(trained.export(tmp_path / "m.pt", format="torchscript"))
+    pixels = (raw_test[:4] * 255).round()
+    for bad in (pixels.long(), pixels.int(), raw_test[:4].double(), raw_test[:4] > 0.5):
+        name = str(bad.dtype).removeprefix("torch.")
+        with pytest.raises(Exception, match=rf"got images of dtype {name}; the model expects grey images \(N, 1, 8, 8\)"
+                                            r".*\(dtype uint8 or float32\)"):
+            scorer(bad)
+    float_session = ort.InferenceSession(str(trained.export(tmp_path / "f.onnx")))
+    uint8_session = ort.InferenceSession(str(trained.export(tmp_path / "u.onnx", input_dtype="uint8")))
+    for session, bad in ((float_session, pixels.to(torch.uint8)), (float_session, raw_test[:4].double()),
+                         (uint8_session, raw_test[:4])):
+        with pytest.raises(Exception, match="Unexpected input data type"):
+            session.run(None, {"images": bad.numpy()})
+
+
+def test_a_model_fitted_on_unscaled_float_arrays_exports_any_finite_float(tmp_path):
+    """Its preprocessing record is the identity (floats went to the network as they were): no [0, 1] range."""
+    X = datasets.digits().train.images[:120].numpy() * 255  # float pixels 0-255
+    model = DLMSVDD(_config(epochs=0, frozen=True, nu=1)).fit(X)  # all normal: one-class SVDD
+    assert "any finite float" in model.stored_preprocessing().expects()
+    for fmt in ("onnx", "torchscript"):
+        path = model.export(tmp_path / f"m.{fmt}", format=fmt)
+        if fmt == "onnx":
+            f = ort.InferenceSession(str(path)).run(None, {"images": X[:20]})[0]
+        else:
+            f = _torchscript(path)(torch.from_numpy(X[:20]))[0].numpy()
+        np.testing.assert_allclose(f, model.dissimilarity(X[:20]), rtol=RTOL, atol=ATOL)

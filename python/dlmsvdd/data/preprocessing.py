@@ -68,6 +68,14 @@ class Preprocessing:
         return self.size_in is None
 
     @property
+    def float_range(self) -> tuple[float, float]:
+        """The values raw float images may hold: [0, 1] (ToTensor's range, what a
+        task's images are), or any for the identity record (a model fitted on
+        arrays: its floats went to the network as they were, whatever their range)."""
+        identity = self.size_in is not None and self == Preprocessing.identity((self.channels_in, *self.size_in))
+        return (-float("inf"), float("inf")) if identity else (0.0, 1.0)
+
+    @property
     def input_shape(self) -> tuple[int, ...]:
         """The network's input (C, H, W)."""
         return (self.channels, *(self.size or self.size_in))
@@ -81,7 +89,8 @@ class Preprocessing:
             if self.channels_in == 1:
                 shape += f" or (N, {self.size_in[0]}, {self.size_in[1]})"
         kind = {1: "grey", 3: "RGB"}.get(self.channels_in, f"{self.channels_in}-channel")
-        return f"{kind} images {shape}{size}, uint8 or float in [0, 1]"
+        values = "uint8 or float in [0, 1]" if self.float_range == (0.0, 1.0) else "uint8 or any finite float"
+        return f"{kind} images {shape}{size}, {values}"
 
     def check_size(self, height: int, width: int, name: str = "image") -> None:
         """ValueError when a raw image of this size does not fit."""

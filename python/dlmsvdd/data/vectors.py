@@ -56,6 +56,7 @@ class VectorPreprocessing:
 
     any_size = False  # one length, as Preprocessing.any_size says of image sizes
     input_dtypes = ("float32",)  # what an export may take (images: uint8 too)
+    float_range = (-float("inf"), float("inf"))  # any finite value (an export turns others into f = NaN)
 
     @property
     def input_shape(self) -> tuple[int, ...]:

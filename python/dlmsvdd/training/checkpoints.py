@@ -19,7 +19,10 @@ their generators are seeded from (seed, epoch) at every epoch.
 
 from __future__ import annotations
 
+import math
 import random
+import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -50,10 +53,11 @@ def read(path, kind: str) -> dict:
     if path.stat().st_size == 0:
         raise ValueError(f"{path} is empty (0 bytes): not a dlmsvdd checkpoint; was it written completely?")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a plain pickle's protocol: the error below says it
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - pickle, zip and torch errors alike: not a checkpoint of ours
-        reason = f"{type(err).__name__}: {err}"[:500]
-        raise ValueError(f"{path} is not a dlmsvdd checkpoint (torch.load: {reason})") from None
+        raise ValueError(f"{path} is not a dlmsvdd checkpoint{_load_error(err)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("format"), int):
         raise ValueError(f"{path} is not a dlmsvdd checkpoint (a torch file without dlmsvdd's 'format')")
     if state["format"] > FORMAT:
@@ -66,6 +70,60 @@ def read(path, kind: str) -> dict:
                              f"`dlmsvdd train --resume {path.parent}`")
         raise ValueError(f"{path} is a trained model, not the training state of an unfinished run")
     return state
+
+
+def _load_error(err: Exception) -> str:
+    """What torch.load found wrong with a file, without its advice to load it
+    with weights_only=False: that would run whatever code the file holds."""
+    text = str(err)
+    found = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+    if found:
+        return (f": it holds a Python object ({found.group(1)}) where a checkpoint holds only tensors, numbers, "
+                "strings, lists and dicts (such files are not loaded: loading them could run code)")
+    if "WeightsUnpickler error:" in text:  # a pickle torch's safe reader cannot follow
+        detail = " ".join(text.split("WeightsUnpickler error:")[1].split("Check the documentation")[0].split())
+        return f": a pickle that is not a torch file of tensors, numbers, strings, lists and dicts ({detail})"
+    return f" (torch.load: {type(err).__name__}: {text})"[:500]
+
+
+# the fields DLMSVDD.load reads; what happened to the file, and what to do, when one is wrong
+MODEL_FIELDS = ("config", "in_channels", "network", "boundary", "threshold", "best_epoch", "history")
+DAMAGED = "the file is damaged or was edited: use the model.pt its training wrote, or train again"
+
+
+def check_model(state: dict, path) -> None:
+    """A model file (as ``read`` returns it) with every field ``DLMSVDD.load``
+    reads and finite numbers where it scores with them: the threshold, the
+    network's and the boundary's tensors and numbers (its history aside: a
+    record, not used to score). NaN anywhere there would make every image's
+    comparison with the threshold false: all called normal, without a word."""
+    missing = [repr(k) for k in MODEL_FIELDS if k not in state]
+    if missing:
+        raise ValueError(f"{path} is not a complete dlmsvdd model: it lacks {', '.join(missing)}; {DAMAGED}")
+    for key in ("config", "network", "boundary"):
+        if not isinstance(state[key], dict):
+            raise ValueError(f"{path}: its {key} is a {type(state[key]).__name__}, not a dict; {DAMAGED}")
+    threshold = state["threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+        raise ValueError(f"{path}: its threshold is {threshold!r}, not a finite number; {DAMAGED}")
+    boundary = {k: v for k, v in state["boundary"].items() if k != "history"}
+    for name, value in [*_numbers(state["network"], "network"), *_numbers(boundary, "boundary")]:
+        if isinstance(value, torch.Tensor) and not torch.isfinite(value).all():
+            raise ValueError(f"{path}: {name} holds NaN or infinite values; {DAMAGED}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{path}: {name} is {value!r}, not a finite number; {DAMAGED}")
+
+
+def _numbers(value, name: str):
+    """(name, value) of the floating-point tensors and floats in nested dicts and lists."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{name}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{name}[{i}]")
+    elif (isinstance(value, torch.Tensor) and value.is_floating_point()) or isinstance(value, float):
+        yield name, value
 
 
 def check_config(state: dict, config: dict, path) -> None:

@@ -9,9 +9,13 @@ in eval mode, the kernel boundary in plain torch operations
 and ``Z^T a``) and the threshold. Nothing of dlmsvdd is needed to run it: an
 ONNX runtime, or torch alone for TorchScript.
 
+Input: raw images, uint8 (0-255) or float32 in [0, 1] (the ONNX graph takes
+the one ``input_dtype`` names, TorchScript both; other dtypes are refused).
 Outputs: ``dissimilarity`` f(x) (float32, higher = more anomalous) and
 ``decision`` (int64: +1 normal, -1 anomaly, f >= threshold compared in float64
-as ``DLMSVDD.predict``).
+as ``DLMSVDD.predict``). An image it cannot read is never called normal: a
+float image with a value outside the record's ``float_range`` ([0, 1]) or not
+finite gets f = NaN, and any image whose f is not finite decision -1.
 """
 
 from __future__ import annotations
@@ -32,23 +36,49 @@ INPUT_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    """A dtype's name, also in TorchScript (whose str(dtype) is a number)."""
+    for known, name in ((torch.float64, "float64"), (torch.float16, "float16"), (torch.bfloat16, "bfloat16"),
+                        (torch.int64, "int64"), (torch.int32, "int32"), (torch.int16, "int16"), (torch.int8, "int8"),
+                        (torch.bool, "bool")):
+        if dtype == known:
+            return name
+    return "other than uint8 and float32"
+
+
 class Scorer(nn.Module):
-    def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float):
+    """Raw images -> (f, decision). What it takes is checked: a dtype other than
+    uint8 or float32 raises (the ONNX graph's input type refuses it); a float
+    image with a value outside ``float_range`` or not finite gets f = NaN, and
+    an image whose f is not finite (that, or an overflow) the decision -1:
+    an unreadable image is never called normal."""
+
+    def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float,
+                 expects: str, float_range: tuple[float, float]):
         super().__init__()
         self.preprocess, self.network, self.boundary = preprocess, network, boundary
         self.threshold = float(threshold)
+        self.expects = expects
+        self.low, self.high = (float(v) for v in float_range)
 
     def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if images.dtype != torch.uint8 and images.dtype != torch.float32:  # static in an ONNX graph
+            raise ValueError("got images of dtype " + _dtype_name(images.dtype) + "; the model expects "
+                             + self.expects + " (dtype uint8 or float32)")
         f = self.boundary(self.network(self.preprocess(images)))
-        anomaly = (f.double() >= self.threshold).long()
-        return f, 1 - 2 * anomaly
+        if images.dtype == torch.float32:  # NaN fails both comparisons
+            taken = ((images >= self.low) & (images <= self.high)).flatten(1).all(1)
+            f = torch.where(taken, f, torch.full_like(f, float("nan")))
+        normal = torch.isfinite(f) & (f.double() < self.threshold)
+        return f, 2 * normal.long() - 1
 
 
 def build_scorer(model) -> Scorer:
     """The scorer of a fitted DLMSVDD, in eval mode on the CPU."""
-    preprocess = model.stored_preprocessing().module()
+    spec = model.stored_preprocessing()
     network = copy.deepcopy(model.network_).cpu()
-    scorer = Scorer(preprocess, network, PortableBoundary(model.svdd_), model.threshold_)
+    scorer = Scorer(spec.module(), network, PortableBoundary(model.svdd_), model.threshold_, spec.expects(),
+                    spec.float_range)
     return scorer.eval().requires_grad_(False)
 
 
@@ -56,7 +86,8 @@ def metadata(model, input_dtype: str) -> dict:
     """What the exported file says about itself."""
     spec = model.stored_preprocessing()
     return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": spec.expects(), "input_dtype": input_dtype,
-            "outputs": "dissimilarity (float32, higher = more anomalous), decision (int64: +1 normal, -1 anomaly)",
+            "outputs": "dissimilarity (float32, higher = more anomalous; NaN: an image it cannot read), "
+                       "decision (int64: +1 normal, -1 anomaly or unreadable)",
             "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
             "backend": model.config.backend}
 

@@ -692,7 +692,9 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         images in, (dissimilarity, decision) out. format: "onnx" (needs the
         ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
         input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
-        "uint8" (TorchScript takes both). Returns the path."""
+        "uint8" (TorchScript takes both, and refuses other dtypes). A float
+        image out of range or not finite gets f NaN, and any non-finite f
+        decision -1. Returns the path."""
         from . import export
 
         self._check_fitted("threshold_")
@@ -720,6 +722,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         ``device``: where to score (default: where it was trained, or the CPU
         when this machine lacks that device)."""
         state = checkpoints.read(path, checkpoints.MODEL)
+        checkpoints.check_model(state, path)
         values = dict(state["config"])
         if device is None:
             try:
@@ -746,9 +749,31 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
         model.preprocessing_ = None if stored is None else record_from_dict(stored)
         model.network_ = model._build_network(model.in_channels_, resolved, vectors)
-        model.network_.load_state_dict(state["network"])
-        model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
+        try:
+            model.network_.load_state_dict(state["network"])
+        except RuntimeError as err:  # torch's missing or unexpected keys, size mismatches
+            detail = "; ".join(line.strip() for line in str(err).splitlines()[1:])[:500]
+            raise ValueError(f"{path}: its network does not fit the backbone its configuration builds ({detail}); "
+                             f"{checkpoints.DAMAGED}") from None
+        try:
+            model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{path}: its boundary is not a complete LpSVDD state ({type(err).__name__}: {err}); "
+                             f"{checkpoints.DAMAGED}") from None
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
+        model._check_parts_fit(path)
         return model
+
+    def _check_parts_fit(self, path) -> None:
+        """The loaded network and boundary fit each other: one zero image through
+        both, so that a tensor of another shape in the boundary is refused here,
+        naming the file, not when (and how) scoring or an export trips on it."""
+        if not self.input_shape_:  # models saved before it was recorded
+            return
+        try:
+            with torch.no_grad():
+                self.svdd_.dissimilarity(self.network_.eval()(torch.zeros(1, *self.input_shape_, device=self.device)))
+        except (RuntimeError, ValueError) as err:
+            raise ValueError(f"{path}: its boundary does not fit its network ({err}); {checkpoints.DAMAGED}") from None
