@@ -73,16 +73,21 @@ def test_train_stopped_short_warns_once(tmp_path, capsys):
     assert metrics["alpha_step"]["converged"] is False
 
 
-def test_score_preprocessed_images_from_npy(tmp_path, capsys):
+def test_score_raw_images_from_npy(tmp_path, capsys):
     import numpy as np
 
     out = tmp_path / "run"
     assert main(["train", "--data", "digits", "--backbone", "small_cnn", "--weights", "none", "--epochs", "0",
                  "--verbose", "0", "--output", str(out)]) == 0
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32))
+    raw = np.random.default_rng(0).random((4, 1, 8, 8)).astype(np.float32)  # raw images in [0, 1]
+    np.save(tmp_path / "x.npy", raw)
     capsys.readouterr()
     assert main(["score", str(out), "--npy", str(tmp_path / "x.npy")]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 5
+    lines = capsys.readouterr().out.splitlines()
+    from dlmsvdd import DLMSVDD
+
+    model = DLMSVDD.load(out / "model.pt")  # normalised as the task's images were, as model.dissimilarity does
+    np.testing.assert_allclose([float(line.split(",")[2]) for line in lines[1:]], model.dissimilarity(raw), rtol=1e-6)
 
 
 @pytest.mark.parametrize("flags,message", [

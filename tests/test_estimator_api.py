@@ -101,13 +101,13 @@ def test_not_fitted_before_fit(tmp_path):
 def test_bad_arrays_are_refused(by_arrays):
     model = DLMSVDD(**PARAMS)
     X = np.random.default_rng(0).random((40, 1, 8, 8)).astype(np.float32)
-    for bad_X, bad_y, message in ((X[:, 0, 0], None, "must hold images"), (X, np.zeros(40), r"\+1 \(normal\) or -1"),
+    for bad_X, bad_y, message in ((X[:, 0, 0, 0], None, r"must hold feature vectors \(N, D\), images"), (X, np.zeros(40), r"\+1 \(normal\) or -1"),
                                   (X, np.ones(30), "one target per image"),
                                   (np.full_like(X, np.nan), None, "NaN")):
         with pytest.raises(ValueError, match=message):
             model.fit(bad_X, bad_y)
     with pytest.raises(ValueError, match="takes a validation dataset"):
         model.fit(by_arrays, np.ones(40))
-    with pytest.raises(ValueError, match=r"this model takes images of shape \(N, 1, 8, 8\)"):
+    with pytest.raises(ValueError, match=r"the model expects grey images \(N, 1, 8, 8\)"):
         by_arrays.dissimilarity(np.zeros((3, 3, 8, 8), np.float32))
     assert metrics.auroc(np.r_[np.ones(5), -np.ones(5)], np.r_[np.zeros(5), np.ones(5)]) == 1.0

@@ -94,7 +94,8 @@ def test_exported_scores_equal_dissimilarity(backend, trained, task, raw_test, t
 def test_uint8_images_through_onnx_and_torchscript(trained, raw_test, tmp_path):
     pixels = (raw_test * 255).round().to(torch.uint8)
     mean, std = STATS["digits"]
-    reference = trained.dissimilarity((pixels.float() / 255 - mean[0]) / std[0])  # ToTensor, Normalize by hand
+    inputs = (pixels.float() / 255 - mean[0]) / std[0]  # ToTensor, Normalize by hand: the network's inputs
+    reference = trained.scores(torch.utils.data.TensorDataset(inputs, torch.ones(len(inputs))))[0]
     session = ort.InferenceSession(str(trained.export(tmp_path / "u8.onnx", input_dtype="uint8")))
     assert session.get_inputs()[0].type == "tensor(uint8)"
     np.testing.assert_allclose(session.run(None, {"images": pixels.numpy()})[0], reference, rtol=RTOL, atol=ATOL)
@@ -240,7 +241,7 @@ def test_unreadable_or_out_of_range_images_are_never_called_normal(fmt, trained,
         f, decision = (t.numpy() for t in _torchscript(path)(images))
     assert np.isnan(f[:5]).all()  # no number for an image the scorer does not take
     np.testing.assert_array_equal(decision[:5], -1)
-    good = trained.preprocess(images[5:])
+    good = images[5:]  # raw images: every entry point preprocesses them
     np.testing.assert_allclose(f[5:], trained.dissimilarity(good), rtol=RTOL, atol=ATOL)
     _assert_decisions(decision[5:], trained.dissimilarity(good), trained.threshold_, trained.predict(good))
 

@@ -15,6 +15,7 @@ import yaml
 import dlmsvdd
 import dlmsvdd_ext
 from dlmsvdd.cli import main
+from dlmsvdd.training.config import TrainConfig
 
 
 @pytest.mark.slow
@@ -24,7 +25,8 @@ def test_train_with_no_flags_trains_the_small_cnn_on_digits(tmp_path, monkeypatc
     assert "test AUROC" in capsys.readouterr().out
     (run,) = (tmp_path / "runs").iterdir()
     config = yaml.safe_load((run / "config.yaml").read_text())
-    assert (config["data"], config["backbone"], config["weights"]) == ("digits", "small_cnn", None)
+    assert (config["data"], config["backbone"], config["weights"]) == ("digits", "auto", None)
+    assert TrainConfig.from_dict(config).resolved_backbone() == "small_cnn"
     assert json.loads((run / "metrics.json").read_text())["test"]["auroc"] > 0.5
 
 
@@ -32,8 +34,8 @@ def test_the_papers_network_is_one_flag_away():
     from dlmsvdd.cli import _config, build_parser
 
     cfg = _config(build_parser().parse_args(["train", "--weights", "imagenet"]))
-    assert (cfg.backbone, cfg.weights) == ("resnet50", "imagenet")
-    assert _config(build_parser().parse_args(["train"])).backbone == "small_cnn"
+    assert (cfg.resolved_backbone(), cfg.weights) == ("resnet50", "imagenet")
+    assert _config(build_parser().parse_args(["train"])).resolved_backbone() == "small_cnn"
 
 
 def test_version(capsys):

@@ -69,20 +69,28 @@ def _bench(args) -> int:
 # --config file. The values are typed as the field (TrainConfig's typed) and checked
 # with the whole configuration.
 TRAIN_FLAGS = {
-    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt or image_folder",
+    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt, image_folder, or table (feature "
+              "vectors from --path)",
     "--root": "data root (torchvision layout; ImageNet root for imagenet_lt)",
+    "--path": "table data: a .npz file (arrays X, y) or a .csv file with a label column; labels 0 normal, "
+              "1 anomaly",
+    "--label-column": "table data (.csv): the label column's name",
+    "--labelled-fraction": "table data: the fraction of the training anomalies given as labelled (ADBench's "
+                           "la; the others stay unlabelled among the normal rows); default: all",
     "--split-dir": "folder of ImageNet_LT_{train,test}.txt (default: root)",
     "--normal-class": "the normal class (index)",
     "--ratio": "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)",
     "--rho": "long-tailed pool with imbalance ratio rho (10, 50, 100)",
-    "--backbone": "small_cnn, resnet18, resnet50, or auto: small_cnn without --weights, "
-                  "resnet50 with them",
+    "--backbone": "small_cnn, mlp, resnet18, resnet50, or auto: without --weights the small_cnn for "
+                  "images and the mlp for tables, resnet50 with them",
     "--weights": "imagenet (local torch cache; the paper's), a state-dict file, or none "
                  "(the default)",
     "--image-size": "resize images to this size (the small CNN takes 4 and more)",
     "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
     "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged; with --cnn-width "
                       "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper)",
+    "--mlp-width": "the MLP's hidden width; its features: width // 2 (default: the recipe's, 128)",
+    "--mlp-layers": "the MLP's hidden layers (default: the recipe's, 2)",
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
@@ -277,6 +285,7 @@ def _score(args) -> int:
     import numpy as np
 
     from .data.preprocessing import ImageFiles, image_files
+    from .data.vectors import VectorPreprocessing
     from .experiments import runs
     from .training import metrics
 
@@ -289,9 +298,11 @@ def _score(args) -> int:
     model = runs.load_model(args.run, device=args.device)
     files = None
     if args.images:
+        if isinstance(model.stored_preprocessing(), VectorPreprocessing):
+            raise ValueError("this model takes feature vectors, not image files: give them with --npy FILE")
         files = image_files(args.images)
         f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
-    elif images is not None:  # the network's inputs; the model checks their shape
+    elif images is not None:  # raw inputs; the model preprocesses them and checks their shape
         if not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
         f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
@@ -480,7 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
             e.set_defaults(func=_evaluate)
         else:
             given = e.add_mutually_exclusive_group()
-            given.add_argument("--npy", metavar="FILE", help="score preprocessed images (N, C, H, W) from a .npy file")
+            given.add_argument("--npy", metavar="FILE",
+                               help="score raw inputs from a .npy file, through the preprocessing the model was "
+                                    "trained with: images (N, C, H, W) or grey (N, H, W), uint8 or float in "
+                                    "[0, 1]; a table's model: feature vectors (N, D)")
             given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
                                help="score image files (PNG, JPEG, ...; folders searched recursively) through "
                                     "the preprocessing the model was trained with")

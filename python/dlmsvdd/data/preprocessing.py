@@ -43,6 +43,8 @@ class Preprocessing:
     std: tuple[float, ...]
     pipeline: str = "tensor"
 
+    input_dtypes = ("float32", "uint8")  # what an export may take
+
     def __post_init__(self):
         if self.pipeline not in PIPELINES:
             raise ValueError(f"pipeline must be one of {PIPELINES}, got {self.pipeline!r}")
@@ -59,6 +61,11 @@ class Preprocessing:
         """Images (C, H, W) given to the network as they are (uint8 scaled to [0, 1])."""
         c, h, w = (int(s) for s in shape)
         return cls(c, (h, w), c, None, (0.0,) * c, (1.0,) * c)
+
+    @property
+    def any_size(self) -> bool:
+        """Whether raw images of any size are taken (and resized)."""
+        return self.size_in is None
 
     @property
     def float_range(self) -> tuple[float, float]:
@@ -89,6 +96,11 @@ class Preprocessing:
         """ValueError when a raw image of this size does not fit."""
         if self.size_in is not None and (height, width) != tuple(self.size_in):
             raise ValueError(f"{name} is {height}x{width} pixels; the model expects {self.expects()}")
+
+    def example(self, batch: int, dtype: torch.dtype) -> torch.Tensor:
+        """A batch of raw images of a size the model takes (for tracing an export)."""
+        height, width = self.size_in or self.size
+        return torch.zeros(batch, self.channels_in, height, width, dtype=dtype)
 
     def module(self) -> "Preprocess":
         return Preprocess(self)
@@ -131,6 +143,14 @@ class Preprocessing:
             if values.get(key) is not None:
                 values[key] = tuple(values[key])
         return cls(**values)
+
+
+def record_from_dict(values: dict):
+    """The preprocessing record a model stored: a vector record (``kind``
+    "vectors", ``dlmsvdd.data.vectors``) or an image one (no kind)."""
+    from .vectors import KIND, VectorPreprocessing
+
+    return VectorPreprocessing.from_dict(values) if values.get("kind") == KIND else Preprocessing.from_dict(values)
 
 
 class ImageFiles(Dataset):

@@ -76,10 +76,19 @@ def one_vs_rest(labels, normal_class: int, ratio: float | None, seed: int = 0) -
     return Split(indices, np.where(labels[indices] == normal_class, 1, -1))
 
 
-def train_val_split(split: Split, val_fraction: float = 0.2, seed: int = 0) -> tuple[Split, Split]:
-    """Stratified (normal/anomaly) split of a task's pool into train and validation."""
+def train_val_split(split: Split, val_fraction: float = 0.2, seed: int = 0,
+                    anomalies: bool = True) -> tuple[Split, Split]:
+    """Stratified (normal/anomaly) split of a task's pool into train and validation.
+    anomalies=False: every anomaly trains and validation is a share of the normal
+    samples alone (feature vectors: their few labelled anomalies are worth more to
+    the boundary than to the validation)."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    if not anomalies:
+        normal = np.flatnonzero(split.targets > 0)
+        train, val = train_val_split(Split(normal, split.targets[normal]), val_fraction, seed)
+        keep = np.sort(np.concatenate([train.indices, np.flatnonzero(split.targets < 0)]))
+        return Split(split.indices[keep], split.targets[keep]), Split(split.indices[val.indices], val.targets)
     for name, t in (("normal", 1), ("anomalous", -1)):
         count = int((split.targets == t).sum())
         if 0 < count < 2 or (t == 1 and count == 0):

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-DATASETS = ("digits", "fashion_mnist", "cifar10", "cifar100", "imagenet_lt", "image_folder")
+DATASETS = ("digits", "fashion_mnist", "cifar10", "cifar100", "imagenet_lt", "image_folder", "table")
+IMAGE_DATASETS = DATASETS[:-1]  # "table": feature vectors from a file (dlmsvdd.data.tables)
 
 # Channel statistics of the training sets, for backbones trained from scratch.
 STATS = {
@@ -202,8 +203,9 @@ def image_folder(root, test_fraction: float = 0.3, seed: int = 0) -> Source:
 
 def load(name: str, root=None, fine_labels: bool = False, split_dir=None) -> Source:
     """The source called name (one of DATASETS)."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown data set {name!r}; choose one of {DATASETS}")
+    if name not in IMAGE_DATASETS:
+        raise ValueError(f"unknown data set {name!r}; choose one of {IMAGE_DATASETS} (tables of feature "
+                         "vectors: data 'table', dlmsvdd.data.tables)")
     if name == "digits":
         return digits()
     if root is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data import sources
+from ..data.tables import make_table_task
 from ..data.tasks import Task, make_task
 from ..training import atomic, checkpoints, metrics
 from ..training.config import TrainConfig
@@ -23,9 +24,12 @@ log = logging.getLogger("dlmsvdd")
 
 
 def build_task(cfg: TrainConfig) -> Task:
-    """The one-vs-rest task the config describes; every check on the data runs here."""
+    """The task the config describes (one-vs-rest on images, or the semi-supervised
+    protocol on a table); every check on the data runs here."""
+    if cfg.data == "table":
+        return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction)
     source = sources.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
-    channels = source.channels if cfg.backbone in ("small_cnn", "custom") else 3
+    channels = source.channels if cfg.resolved_backbone() in ("small_cnn", "custom") else 3
     image_size = cfg.image_size or (224 if cfg.imagenet_input else None)
     return make_task(source, cfg.normal_class, ratio=cfg.ratio, rho=cfg.rho, seed=cfg.seed,
                      val_fraction=cfg.val_fraction, channels=channels, image_size=image_size,
@@ -33,7 +37,8 @@ def build_task(cfg: TrainConfig) -> Task:
 
 
 def default_output(cfg: TrainConfig) -> Path:
-    return Path("runs") / f"{cfg.data}-class{cfg.normal_class}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    task = f"table-{Path(cfg.path or 'table').stem}" if cfg.data == "table" else f"{cfg.data}-class{cfg.normal_class}"
+    return Path("runs") / f"{task}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 CHECKPOINT = "checkpoint.pt"  # the training state of an unfinished run

@@ -17,8 +17,10 @@ What a run uses is ``resolved()``: every field, with the recipe's values in
 place of the ones left None; a run folder stores it beside the fields as asked.
 
 One exception: no pretrained weights unless asked for (they are not shipped),
-and then backbone "auto" is the small CNN; ``weights="imagenet"`` gives the
-paper's ResNet-50 (the presets ask for it)."""
+and then backbone "auto" is the small CNN for images and the MLP for feature
+vectors; ``weights="imagenet"`` gives the paper's ResNet-50 (the presets ask for
+it). "auto" stays in the configuration as given and is resolved where the data
+are known (``resolved_backbone``): the arrays API takes images and vectors alike."""
 
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
 from .checkpoints import RUN_ONLY
-from .models import BACKBONES, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE, SMALL_CNN_WIDTH, small_cnn_parameters
+from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE,
+                     SMALL_CNN_WIDTH, small_cnn_parameters)
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
@@ -47,12 +50,14 @@ DIVERGENCE = ("rollback", "error")
 # representation, and the epoch selection that small validation sets can support
 # (training.selection). README, "When DLM-SVDD helps".
 RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": SMALL_CNN_WIDTH,
-                     "cnn_branches": 1},
+                     "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS},
            "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": SMALL_CNN_WIDTH,
-                       "cnn_branches": 4}}
+                       "cnn_branches": 4, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS}}
 # the fields that shape the small CNN, which no other backbone has, and the shape of the small
 # CNNs saved before each field existed
 SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRANCHES}
+MLP_FIELDS = {"mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS}  # the MLP's, likewise
+SHAPE_FIELDS = {"small_cnn": SMALL_CNN_FIELDS, "mlp": MLP_FIELDS}  # built-in backbone -> the fields that shape it
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
 # autoencoder, then the statistics (training.pretrain)
 PRETRAINS = ("none", "batchnorm", "autoencoder")
@@ -75,9 +80,16 @@ class TrainConfig:
     ratio: float | None = 0.1  # labelled anomalies per normal sample
     rho: float | None = None  # long-tailed pool with imbalance rho (then every other class is anomalous)
     fine_labels: bool = False  # CIFAR-100: 100 fine classes instead of 20 superclasses
+    # data "table": a .npz (X, y) or .csv file of feature vectors (dlmsvdd.data.tables), its label
+    # column (csv: the column's name; 0 normal, 1 anomaly) and the fraction of the training anomalies
+    # given as labelled (ADBench's la; the others stay among the unlabelled rows). None: all of them
+    path: str | None = None
+    label_column: str = "label"
+    labelled_fraction: float | None = None
     val_fraction: float = 0.2
     # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"
-    backbone: str = "auto"  # small_cnn when no pretrained weights are asked for, else resnet50
+    # small_cnn for images and mlp for vectors when no pretrained weights are asked for, else resnet50
+    backbone: str = "auto"
     weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     # the small CNN's channels in its first block (then twice and four times that; features: four times).
@@ -87,6 +99,9 @@ class TrainConfig:
     # the small CNN as this many independent branches whose kernel distances are averaged
     # (training.models.SmallCNN). None: the recipe's, 4 from scratch (steadier over seeds), 1 for the paper
     cnn_branches: int | None = None
+    # the MLP for feature vectors (training.models.MLP): hidden width and hidden layers. None: the recipe's
+    mlp_width: int | None = None
+    mlp_layers: int | None = None
     frozen: bool = False  # the paper's "fixed CNN": only the boundary is learned
     # "paper", "scratch" or "auto": scratch for a built-in backbone without weights, else paper
     recipe: str = "auto"
@@ -129,19 +144,15 @@ class TrainConfig:
         """Checks every field's type and range (see the module's docstring)."""
         if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
             self.weights = None
-        if self.backbone == "auto":  # a network that fits without pretrained weights; the paper's with them
-            self.backbone = "small_cnn" if self.weights is None else "resnet50"
-        for name in SMALL_CNN_FIELDS:
-            if getattr(self, name) is not None and self.backbone != "small_cnn":
-                raise ValueError(f"{name} shapes the small CNN; backbone {self.backbone!r} has its own shape: "
-                                 f"leave {name} unset (None)")
+        if self.backbone != "auto":  # "auto" is checked where the data tell which network it is
+            self.check_shape_fields(self.backbone)
         for name in FREE_FORM:  # first: the table's message would spell out the value
             check_free_form(name, getattr(self, name))
         own = {name: getattr(self, name) for name in CONSTRAINTS}
         boundary_params.check(own, table=CONSTRAINTS)
         # the boundary's hyper-parameters are the estimator's: checked by its table, under the config's names
         boundary_params.check(self.boundary_params(), names=self.BOUNDARY_NAMES)
-        if self.backbone == "small_cnn":
+        if self.resolved_backbone() == "small_cnn":
             self._check_small_cnn()
         return self
 
@@ -168,30 +179,50 @@ class TrainConfig:
         names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol", "contamination"}
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
-    def training_params(self) -> dict:
-        """The recipe, lr, pretrain, selection_rule, cnn_width and cnn_branches as the run uses them: the values
-        given, else the recipe's. Resolved when used, not stored, so that a changed
-        backbone or weights changes them."""
+    def check_shape_fields(self, backbone: str) -> None:
+        """ValueError when a field that shapes one built-in backbone is set for another."""
+        for owner, fields in SHAPE_FIELDS.items():
+            for name in fields:
+                if getattr(self, name) is not None and backbone != owner:
+                    what = {"small_cnn": "small CNN", "mlp": "MLP"}[owner]
+                    raise ValueError(f"{name} shapes the {what}; backbone {backbone!r} has its own shape: "
+                                     f"leave {name} unset (None)")
+
+    def resolved_backbone(self, vectors: bool | None = None) -> str:
+        """The backbone the run builds: "auto" is the paper's ResNet-50 with pretrained
+        weights, else the MLP for feature vectors and the small CNN for images.
+        vectors: whether the inputs are vectors (None: those of data "table")."""
+        if self.backbone != "auto":
+            return self.backbone
+        if self.weights is not None:
+            return "resnet50"
+        return "mlp" if (self.data == "table" if vectors is None else vectors) else "small_cnn"
+
+    def training_params(self, vectors: bool | None = None) -> dict:
+        """The backbone, recipe, lr, pretrain, selection_rule and the network's shape fields (cnn_*, mlp_*) as
+        the run uses them: the values given, else the recipe's. Resolved when used, not stored, so that a
+        changed backbone or weights changes them. vectors: as ``resolved_backbone``."""
+        backbone = self.resolved_backbone(vectors)
         recipe = self.recipe
         if recipe == "auto":
             # a custom module may come trained: the paper's recipe unless asked for
-            recipe = "scratch" if self.weights is None and self.backbone != "custom" else "paper"
-        values = {key: getattr(self, key) for key in RECIPES[recipe]}
-        return {"recipe": recipe, **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
+            recipe = "scratch" if self.weights is None and backbone != "custom" else "paper"
+        other_shapes = {k for owner, fields in SHAPE_FIELDS.items() if owner != backbone for k in fields}
+        values = {key: getattr(self, key) for key in RECIPES[recipe] if key not in other_shapes}
+        return {"backbone": backbone, "recipe": recipe,
+                **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
-    def resolved(self) -> dict:
+    def resolved(self, vectors: bool | None = None) -> dict:
         """Every field as the run uses it (``to_dict`` with ``training_params`` in place of the
-        values left to the recipe): what a run folder stores beside the fields as asked, and
-        what a sweep compares. The small CNN's fields stay None for another backbone."""
-        params = self.training_params()
-        if self.backbone != "small_cnn":
-            params.update(dict.fromkeys(SMALL_CNN_FIELDS))
-        return {**self.to_dict(), **params}
+        values left to the recipe and "auto"): what a run folder stores beside the fields as
+        asked, and what a sweep compares. Another backbone's shape fields stay None.
+        vectors: as ``resolved_backbone``."""
+        return {**self.to_dict(), **self.training_params(vectors)}
 
     @property
     def imagenet_input(self) -> bool:
         """Pretrained torchvision weights expect ImageNet-normalised RGB at 224 pixels."""
-        return self.backbone != "small_cnn" and self.weights is not None
+        return self.resolved_backbone() in RESNETS and self.weights is not None
 
     def to_dict(self) -> dict:
         for name in FREE_FORM:  # before asdict copies them out: an alias bomb would never finish
@@ -303,10 +334,13 @@ _RANGES = {
     "ratio": [Interval(Real, 0, 10, closed="right")],  # labelled anomalies per normal sample
     "rho": [_at_least(Real, 1)],
     "val_fraction": [Interval(Real, 0, 1, closed="neither")],
-    "backbone": [StrOptions(set(BACKBONES) | {"custom"})],
+    "backbone": [StrOptions(set(BACKBONES) | {"auto", "custom"})],
     "image_size": [_positive(Integral)],
     "cnn_width": [_positive(Integral)],
     "cnn_branches": [_positive(Integral)],
+    "mlp_width": [Interval(Integral, 2, 1 << 16, closed="both")],  # its features: width // 2
+    "mlp_layers": [Interval(Integral, 0, 64, closed="both")],
+    "labelled_fraction": [Interval(Real, 0, 1, closed="right")],
     "epochs": [_at_least(Integral, 0)],
     "lr": [_positive(Real)],
     "weight_decay": [_at_least(Real, 0)],

@@ -92,12 +92,6 @@ def metadata(model, input_dtype: str) -> dict:
             "backend": model.config.backend}
 
 
-def _example(spec, dtype: torch.dtype) -> torch.Tensor:
-    """A batch of two raw images (two: torch.export specialises a batch of 1)."""
-    height, width = spec.size_in or spec.size
-    return torch.zeros(2, spec.channels_in, height, width, dtype=dtype)
-
-
 def export(model, path, format: str = "onnx", input_dtype: str = "float32") -> Path:
     """Writes the scorer of a fitted DLMSVDD to path; see the module docstring."""
     if format not in FORMATS:
@@ -105,10 +99,12 @@ def export(model, path, format: str = "onnx", input_dtype: str = "float32") -> P
     if input_dtype not in INPUT_DTYPES:
         raise ValueError(f"input_dtype must be one of {tuple(INPUT_DTYPES)}, got {input_dtype!r}")
     path, spec = Path(path), model.stored_preprocessing()
+    if input_dtype not in spec.input_dtypes:
+        raise ValueError(f"input_dtype {input_dtype!r}: this model takes {spec.expects()}")
     scorer = build_scorer(model)
-    example = _example(spec, INPUT_DTYPES[input_dtype])
+    example = spec.example(2, INPUT_DTYPES[input_dtype])  # two: torch.export specialises a batch of 1
     if format == "onnx":
-        _onnx(scorer, example, path, metadata(model, input_dtype), any_size=spec.size_in is None)
+        _onnx(scorer, example, path, metadata(model, input_dtype), any_size=spec.any_size)
     else:
         _torchscript(scorer, example, path, metadata(model, "uint8 or float32"))
     return path

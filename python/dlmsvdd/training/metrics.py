@@ -51,5 +51,9 @@ def balanced_accuracy(targets, scores, threshold: float) -> float:
 
 
 def summary(targets, scores, threshold: float) -> dict:
+    """AUROC and balanced accuracy at the threshold; None for both on a set with
+    one class (a table task's validation holds normal rows only), where neither is defined."""
+    if not has_both_classes(targets):
+        return {"auroc": None, "balanced_accuracy": None, "threshold": threshold}
     return {"auroc": auroc(targets, scores), "balanced_accuracy": balanced_accuracy(targets, scores, threshold),
             "threshold": threshold}

@@ -1,6 +1,7 @@
 """Backbones: torchvision ResNet-18/50 without the fc layer (ImageNet weights from
 the local torch cache, a state-dict file such as DINO's, or none), a small CNN
-for small images, or any nn.Module. Features are L2-normalised."""
+for small images, an MLP for feature vectors, or any nn.Module. Features are
+L2-normalised."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import torch.nn.functional as F
 
 from ..data.sources import vision
 
-BACKBONES = ("small_cnn", "resnet18", "resnet50")
+BACKBONES = ("small_cnn", "mlp", "resnet18", "resnet50")
 SMALL_CNN_WIDTH = 32  # the small CNN's first-block channels unless asked otherwise (TrainConfig.cnn_width)
 SMALL_CNN_BRANCHES = 1  # its independent branches in models that predate TrainConfig.cnn_branches
 SMALL_CNN_MIN_SIZE = 4  # the smallest image it takes: its two 2x2 max-pools leave 4 -> 2 -> 1 pixel
+MLP_WIDTH, MLP_LAYERS = 128, 2  # the MLP's hidden width and hidden layers unless asked otherwise
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
 
 
@@ -60,6 +62,23 @@ def small_cnn_parameters(width: int, branches: int, in_channels: int = 3) -> int
     the meta device (shapes without memory), so that one too large to build can be refused."""
     with torch.device("meta"):
         return sum(p.numel() for p in SmallCNN(in_channels, width, branches).parameters())
+class MLP(nn.Module):
+    """For feature vectors (N, D): ``layers`` hidden Linear-BatchNorm-ReLU blocks
+    of ``width`` units, then a linear layer to width // 2 features. BatchNorm, as
+    in the small CNN, lets step 0 (``pretrain.calibrate_batchnorm``) put the first
+    epoch's features on the data's scale."""
+
+    def __init__(self, in_features: int, width: int = MLP_WIDTH, layers: int = MLP_LAYERS):
+        super().__init__()
+        blocks, fan_in = [], in_features
+        for _ in range(layers):
+            blocks += [nn.Linear(fan_in, width, bias=False), nn.BatchNorm1d(width), nn.ReLU(inplace=True)]
+            fan_in = width
+        self.out_features = max(1, width // 2)
+        self.layers = nn.Sequential(*blocks, nn.Linear(fan_in, self.out_features))
+
+    def forward(self, x):
+        return self.layers(x)
 
 
 class FeatureNet(nn.Module):
@@ -119,15 +138,20 @@ def imagenet_weights_path(name: str) -> Path:
 
 
 def build_backbone(name: str, weights: str | None = None, in_channels: int = 3, cnn_width: int = SMALL_CNN_WIDTH,
-                   cnn_branches: int = SMALL_CNN_BRANCHES) -> tuple[nn.Module, int]:
+                   cnn_branches: int = SMALL_CNN_BRANCHES, mlp_width: int = MLP_WIDTH,
+                   mlp_layers: int = MLP_LAYERS) -> tuple[nn.Module, int]:
     """(backbone without its classifier, feature dimension). weights: None,
     "imagenet" (from the local torch cache; never downloaded) or a state-dict file.
-    cnn_width, cnn_branches: the small CNN's (SmallCNN's width and branches); the
-    ResNets have their own."""
-    if name == "small_cnn":
-        model = SmallCNN(in_channels, cnn_width, cnn_branches)
+    in_channels: the images' channels, or the vectors' length for the MLP.
+    cnn_width, cnn_branches: the small CNN's (SmallCNN's width and branches);
+    mlp_width, mlp_layers: the MLP's; the ResNets have their own."""
+    if name in ("small_cnn", "mlp"):
+        if name == "small_cnn":
+            model = SmallCNN(in_channels, cnn_width, cnn_branches)
+        else:
+            model = MLP(in_channels, mlp_width, mlp_layers)
         if weights == "imagenet":
-            raise ValueError("the small CNN has no ImageNet weights; use weights=None or a state-dict file")
+            raise ValueError(f"the {name} backbone has no ImageNet weights; use weights=None or a state-dict file")
         if weights is not None:
             load_weights(model, weights)
         return model, model.out_features

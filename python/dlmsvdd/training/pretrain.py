@@ -27,7 +27,10 @@ TARGET_SIDE = 16
 
 
 def target(x: torch.Tensor) -> torch.Tensor:
-    """What the decoder reconstructs: x pooled to at most TARGET_SIDE pixels a side, flattened."""
+    """What the decoder reconstructs: an image pooled to at most TARGET_SIDE pixels a side,
+    flattened; a feature vector as it is."""
+    if x.dim() == 2:
+        return x
     side = (min(x.shape[-2], TARGET_SIDE), min(x.shape[-1], TARGET_SIDE))
     return F.adaptive_avg_pool2d(x, side).flatten(1)
 

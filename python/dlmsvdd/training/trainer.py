@@ -26,9 +26,10 @@ import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD
 
 from ..data import protocols
-from ..data.preprocessing import Preprocessing, float_images
+from ..data.preprocessing import Preprocessing, float_images, record_from_dict
+from ..data.vectors import VectorPreprocessing
 from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
-from .config import SMALL_CNN_FIELDS, TrainConfig
+from .config import SHAPE_FIELDS, TrainConfig
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
@@ -69,11 +70,35 @@ def array_images(X, name: str = "X") -> torch.Tensor:
     return images
 
 
-class ArrayImages(Dataset):
-    """Items (image, target) of some rows of an image array."""
+def array_vectors(X, name: str = "X") -> torch.Tensor:
+    """An array of feature vectors (N, D) of real numbers as float64 on the CPU (the
+    preprocessing record standardises them in float64 and gives the network float32)."""
+    vectors = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
+    if vectors.dim() != 2 or 0 in vectors.shape:
+        raise ValueError(f"{name} must hold feature vectors (N, D), got shape {tuple(vectors.shape)}")
+    if vectors.dtype == torch.bool or vectors.is_complex():
+        raise ValueError(f"{name} holds {vectors.dtype} values, not real numbers")
+    vectors = vectors.double()
+    if not torch.isfinite(vectors).all():
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return vectors
 
-    def __init__(self, images: torch.Tensor, split: protocols.Split):
-        self.images, self.split = images, split
+
+def array_inputs(X, name: str = "X") -> torch.Tensor:
+    """An array given to fit: feature vectors (N, D) or images (``array_images``)."""
+    dims = X.dim() if isinstance(X, torch.Tensor) else np.ndim(X)
+    if dims not in (2, 3, 4):
+        raise ValueError(f"{name} must hold feature vectors (N, D), images (N, C, H, W) or grey images (N, H, W), "
+                         f"got {dims} dimension(s)")
+    return array_vectors(X, name) if dims == 2 else array_images(X, name)
+
+
+class ArrayImages(Dataset):
+    """Items (image or vector, target) of some rows of an array; ``preprocessing``:
+    the record those rows went through (None: the identity)."""
+
+    def __init__(self, images: torch.Tensor, split: protocols.Split, preprocessing=None):
+        self.images, self.split, self.preprocessing = images, split, preprocessing
 
     def __len__(self):
         return len(self.split)
@@ -117,17 +142,23 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view,
     and one with a ``preprocessing`` record (``dlmsvdd.data.preprocessing``)
     tells the model how raw images become its input (kept in checkpoints and
-    exports). ``fit(X, y=None)`` takes an array of images instead (numpy or
-    torch, (N, C, H, W) or grey (N, H, W); uint8 is scaled to [0, 1], floats go
-    to the network as they are) with y in {+1, -1} (None: all normal), split
+    exports). ``fit(X, y=None)`` takes an array instead (numpy or torch) with y
+    in {+1, -1} (None: all normal): images, (N, C, H, W) or grey (N, H, W)
+    (uint8 is scaled to [0, 1], floats go to the network as they are), split
     into training and a stratified, seeded ``val_fraction`` for validation
-    (``validation_fraction`` is scikit-learn's spelling of it).
+    (``validation_fraction`` is scikit-learn's spelling of it); or feature
+    vectors (N, D) (a table, embeddings of a pretrained network), standardised
+    with the training rows' statistics (``dlmsvdd.data.vectors``) and given to
+    the MLP (``backbone="auto"`` or ``"mlp"``), the validation share held out
+    of the normal rows only (every labelled anomaly trains).
 
     Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
     (higher = more anomalous); ``score_samples = -f``; ``decision_function =
     threshold_ - f`` (positive = normal); ``predict`` is +1 (normal) below the
-    threshold ``threshold_``, -1 at or above it. Scoring takes datasets or
-    arrays of network inputs; ``preprocess`` turns raw images into them.
+    threshold ``threshold_``, -1 at or above it. Scoring takes datasets of
+    network inputs, or arrays of raw inputs (images or vectors as ``fit`` takes
+    them), which every entry point runs through the model's preprocessing
+    record ``preprocessing_`` (what ``preprocess`` and the export run).
     PyOD's fitted attributes: ``decision_scores_`` (f of the training data
     passed to fit), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
 
@@ -187,16 +218,24 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     # ---- building blocks
 
-    def _build_network(self, in_channels: int, small_cnn: dict) -> FeatureNet:
-        """The backbone with the feature head; the small CNN shaped by ``small_cnn``
-        (its ``cnn_width`` and ``cnn_branches``)."""
-        cfg = self.config
-        if cfg.backbone == "custom":
+    def _build_network(self, in_channels: int, params: dict, vectors: bool) -> FeatureNet:
+        """The backbone ``params["backbone"]`` with the feature head, shaped by its
+        fields of ``params`` (the small CNN's cnn_*, the MLP's mlp_*); in_channels:
+        the images' channels or the vectors' length."""
+        name = params["backbone"]
+        if name == "custom":
             if self.custom_backbone is None:
                 raise ValueError("backbone 'custom' needs the nn.Module itself: DLMSVDD(..., backbone=module)")
             backbone = self.custom_backbone
         else:
-            backbone, _ = build_backbone(cfg.backbone, cfg.weights, in_channels, **small_cnn)
+            if vectors != (name == "mlp"):
+                takes = "feature vectors (N, D)" if name == "mlp" else "images (N, C, H, W)"
+                given = "feature vectors" if vectors else "images"
+                raise ValueError(f"backbone {name!r} takes {takes}, and was given {given}; use backbone 'auto' "
+                                 f"(the MLP for vectors, the small CNN for images) or a custom nn.Module")
+            self.config.check_shape_fields(name)
+            shape = {k: params[k] for k in SHAPE_FIELDS.get(name, {})}
+            backbone, _ = build_backbone(name, self.config.weights, in_channels, **shape)
         return FeatureNet(backbone).to(self.device)
 
     def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
@@ -339,19 +378,20 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         ``dlmsvdd.tasks``). ``callback(row)`` is called with each epoch's
         history row as it finishes."""
         if is_array(X):
-            images = array_images(X)
+            images = array_inputs(X)
             train, val = self._array_split(images, y)
         elif is_array(y):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
             images, train, val = None, X, y
         self._fit(train, val, callback, checkpoint, resume)
-        self.decision_scores_ = self.dissimilarity(train if images is None else images)
+        self.decision_scores_ = self.dissimilarity(train if images is None else X)
         self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
         return self
 
     def _array_split(self, images: torch.Tensor, y) -> tuple[Dataset, Dataset]:
-        """Training and validation sets of an image array (``protocols.train_val_split``)."""
+        """Training and validation sets of an array of images or vectors (``protocols.train_val_split``;
+        vectors: validation from the normal rows, standardised with the training rows' statistics)."""
         n = images.shape[0]
         if y is None:
             targets = np.ones(n, dtype=int)
@@ -365,9 +405,15 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if (targets > 0).all() and self.config.nu != 1:  # the dual's rule, said before any training
             raise ValueError(f"without anomalies (y None or all +1) the boundary is one-class SVDD, which needs "
                              f"nu=1 (got nu={self.config.nu}): DLMSVDD(nu=1)")
+        vectors = images.dim() == 2
         train, val = protocols.train_val_split(protocols.Split(np.arange(n), targets), self.config.val_fraction,
-                                               self.config.seed)
-        return ArrayImages(images, train), ArrayImages(images, val)
+                                               self.config.seed, anomalies=not vectors)
+        record = None
+        if vectors:
+            record = VectorPreprocessing.fit(images[train.indices])
+            with torch.no_grad():
+                images = record.module()(images)
+        return ArrayImages(images, train, record), ArrayImages(images, val, record)
 
     def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
@@ -432,12 +478,15 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         cfg = self.config
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
+        vectors = example.dim() == 1
         self.in_channels_, self.input_shape_ = example.shape[0], tuple(example.shape)
-        # how raw images become the network's input: the dataset's record, or images taken as they are
+        # how raw inputs become the network's: the dataset's record, or inputs taken as they are
         self.preprocessing_ = getattr(train, "preprocessing", None) or (
-            Preprocessing.identity(example.shape) if example.dim() == 3 else None)
-        self.training_params_ = cfg.training_params()  # the recipe's lr, step 0, selection rule, CNN shape
-        self.network_ = self._build_network(self.in_channels_, {k: self.training_params_[k] for k in SMALL_CNN_FIELDS})
+            Preprocessing.identity(example.shape) if example.dim() == 3
+            else VectorPreprocessing.identity(example.shape[0]) if vectors else None)
+        # the backbone, the recipe's lr, step 0, selection rule and network shape
+        self.training_params_ = cfg.training_params(vectors)
+        self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if cfg.frozen:
             self.network_.requires_grad_(False)
@@ -475,7 +524,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if self.group_ is not None and not self.group_.is_main:
             return
         checkpoints.write(path, {
-            "config": self.config.to_dict(), "resolved": self.config.resolved(), "next_epoch": next_epoch,
+            "config": self.config.to_dict(), "resolved": self.config.resolved(len(self.input_shape_) == 1), "next_epoch": next_epoch,
             "input_shape": list(self.input_shape_),
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,
@@ -485,7 +534,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         """Continues where ``_save_training`` left off (at ``path``, written by a
         run of this configuration): the next epoch and the best so far."""
         state = checkpoints.read(path, checkpoints.TRAINING)
-        checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved())
+        checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved(len(self.input_shape_) == 1))
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
             optimizer.load_state_dict(state["optimizer"])
@@ -543,10 +592,26 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         check_is_fitted(self, attributes or ("svdd_",))  # scikit-learn's NotFittedError
 
     def _images(self, X) -> torch.Tensor:
-        """An array of network inputs (``array_images``), its shape checked against the model's."""
-        images = array_images(X)
-        self._check_images(images)
-        return images
+        """An array of raw inputs as the network takes them: through the model's
+        preprocessing record (images: uint8 or float in [0, 1]; vectors: real
+        numbers), which checks the shape; a model without one (a custom network
+        on inputs that are not images, or saved before records were kept) takes
+        network inputs (``array_images``), shape-checked."""
+        if self.preprocessing_ is None:
+            images = array_images(X)
+            self._check_images(images)
+            return images
+        raw = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
+        if isinstance(self.preprocessing_, VectorPreprocessing):
+            raw = array_vectors(raw)
+        elif not (raw.dtype == torch.uint8 or raw.is_floating_point()):
+            raise ValueError(f"X holds {raw.dtype} values; this model takes {self.preprocessing_.expects()} "
+                             "(integer pixels as uint8, e.g. X.astype(np.uint8))")
+        with torch.no_grad():
+            inputs = self.preprocessing_.module()(raw)
+        if not torch.isfinite(inputs).all():
+            raise ValueError("X holds NaN or infinite values")
+        return inputs
 
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
         """f(x) and the targets of a dataset (or an array of network inputs: targets
@@ -609,9 +674,10 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
 
     def preprocess(self, images) -> torch.Tensor:
-        """Raw images (uint8 or float in [0, 1], (N, C, H, W) or grey (N, H, W))
-        as the network takes them: the preprocessing the model was trained
-        with (``preprocessing_``), in the torch operations an export runs."""
+        """Raw inputs (images: uint8 or float in [0, 1], (N, C, H, W) or grey
+        (N, H, W); vectors (N, D)) as the network takes them: the preprocessing
+        the model was trained with (``preprocessing_``), in the torch operations
+        an export runs. Scoring an array does this itself."""
         raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
         with torch.no_grad():
             return self.stored_preprocessing().module()(raw)
@@ -671,17 +737,21 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             values["device"] = device
         if values["backbone"] == "custom" and backbone is None:
             raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
-        # the small CNN's shape it was trained with: its recipe's, resolved before the weights are dropped
-        # (which could change the recipe); a field the checkpoint predates: the shape of before
-        resolved = TrainConfig(**values).training_params()
-        small_cnn = {k: resolved[k] if k in values else before for k, before in SMALL_CNN_FIELDS.items()}
+        input_shape = tuple(state.get("input_shape") or ())  # not in models saved before it was added
+        vectors = len(input_shape) == 1
+        # the network it was trained with: the backbone and its recipe's shape, resolved before the weights
+        # are dropped (which could change both); a shape field the checkpoint predates: the shape of before
+        resolved = TrainConfig(**values).training_params(vectors)
+        shape = SHAPE_FIELDS.get(resolved["backbone"], {})
+        resolved.update({k: resolved[k] if k in values else before for k, before in shape.items()})
+        values["backbone"] = resolved["backbone"] if values["backbone"] == "auto" else values["backbone"]
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
         model.in_channels_ = state["in_channels"]
-        model.input_shape_ = tuple(state.get("input_shape") or ())  # not in models saved before it was added
+        model.input_shape_ = input_shape
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
-        model.preprocessing_ = None if stored is None else Preprocessing.from_dict(stored)
-        model.network_ = model._build_network(model.in_channels_, small_cnn)
+        model.preprocessing_ = None if stored is None else record_from_dict(stored)
+        model.network_ = model._build_network(model.in_channels_, resolved, vectors)
         try:
             model.network_.load_state_dict(state["network"])
         except RuntimeError as err:  # torch's missing or unexpected keys, size mismatches

@@ -1,0 +1,149 @@
+"""Tables of feature vectors (measurements, or embeddings of a pretrained
+network) and the task a run trains on them.
+
+A table is a ``.npz`` file with arrays ``X`` (N, D) and ``y`` (N,), or a ``.csv``
+file with a header row, numeric columns and one label column (named by the
+run's ``label_column``). Labels: 0 normal, 1 anomaly (ADBench's and PyOD's
+convention). The task is ADBench's semi-supervised protocol (DESIGN.md, 6): a
+stratified, seeded 70/30 train/test split; a fraction ``labelled_fraction`` of
+the training anomalies labelled (``ceil``, at least one), the others left
+among the training rows as normal (the unlabelled set is not clean); the
+validation share held out of the normal training rows (``protocols.
+train_val_split(anomalies=False)``); the vectors standardised with the training
+rows' statistics (``VectorPreprocessing``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from . import protocols
+from .protocols import Split
+from .sources import _split_pool
+from .vectors import VectorPreprocessing
+
+TEST_FRACTION = 0.3  # ADBench's split
+
+
+def _check(X: np.ndarray, y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The table as float64 X (N, D) and int y in {0, 1}; ValueError saying what is wrong."""
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{name}: X must be a non-empty table (N rows, D columns), got shape {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"{name}: y must hold one label per row ({X.shape[0]}), got shape {y.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise ValueError(f"{name}: X holds {X.dtype} values, not real numbers")
+    X = X.astype(np.float64)
+    bad = np.argwhere(~np.isfinite(X))
+    if len(bad):
+        row, col = bad[0]
+        raise ValueError(f"{name}: {len(bad)} cell(s) are NaN, empty or infinite (first: row {row}, column {col}); "
+                         "fill or drop them before training")
+    values = np.unique(y)
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(f"{name}: labels must be 0 (normal) or 1 (anomaly); found {values[:5].tolist()}")
+    return X, y.astype(int)
+
+
+def _read_csv(path: Path, label_column: str) -> tuple[np.ndarray, np.ndarray]:
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    if len(rows) < 2:
+        raise ValueError(f"{path}: a .csv table needs a header row and at least one data row")
+    header = [h.strip() for h in rows[0]]
+    if label_column not in header:
+        raise ValueError(f"{path}: no label column {label_column!r} (columns: {header[:20]}); "
+                         "name it with --label-column")
+    label = header.index(label_column)
+    cells = np.full((len(rows) - 1, len(header)), np.nan)
+    for i, row in enumerate(rows[1:]):
+        if len(row) != len(header):
+            raise ValueError(f"{path}: data row {i + 1} has {len(row)} cells, the header {len(header)}")
+        for j, cell in enumerate(row):
+            text = cell.strip()
+            if text == "":
+                continue  # an empty cell is NaN, refused by _check with the rest
+            try:
+                cells[i, j] = float(text)
+            except ValueError:
+                raise ValueError(f"{path}: data row {i + 1}, column {header[j]!r} holds {text!r}, "
+                                 "not a number") from None
+    if np.isnan(cells[:, label]).any():
+        raise ValueError(f"{path}: the label column {label_column!r} has empty cells")
+    return np.delete(cells, label, axis=1), cells[:, label]
+
+
+def read_table(path, label_column: str = "label") -> tuple[np.ndarray, np.ndarray]:
+    """X (N, D) float64 and y (N,) in {0, 1} of a .npz or .csv table file."""
+    path = Path(path) if path is not None else None
+    if path is None or not path.is_file():
+        raise ValueError(f"table data needs a .npz or .csv file (--path FILE); {str(path)!r} is not a file")
+    if path.suffix.lower() == ".csv":
+        X, y = _read_csv(path, label_column)
+    elif path.suffix.lower() == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                missing = {"X", "y"} - set(arrays.files)
+                if missing:
+                    raise ValueError(f"{path}: a .npz table holds arrays X and y; missing {sorted(missing)} "
+                                     f"(found {arrays.files})")
+                X, y = arrays["X"], arrays["y"]
+        except (OSError, EOFError) as err:
+            raise ValueError(f"{path} is not a readable .npz file ({err})") from None
+        if np.issubdtype(y.dtype, np.floating) and np.isfinite(y).all() and (y == np.round(y)).all():
+            y = y.astype(int)
+    else:
+        raise ValueError(f"{path}: table files are .npz (arrays X, y) or .csv (with a label column)")
+    return _check(np.asarray(X), np.asarray(y), str(path))
+
+
+class TableRows(Dataset):
+    """Items (standardised vector, target) of some rows of a table."""
+
+    def __init__(self, vectors: torch.Tensor, split: Split, preprocessing: VectorPreprocessing):
+        self.vectors, self.split, self.preprocessing = vectors, split, preprocessing
+
+    def __len__(self):
+        return len(self.split)
+
+    def __getitem__(self, i):
+        return self.vectors[int(self.split.indices[i])], int(self.split.targets[i])
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.split.targets
+
+
+def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int) -> np.ndarray:
+    """The anomalies given as labelled: ceil(fraction x count), at least one, drawn at random (None: all)."""
+    if fraction is None or len(anomalies) == 0:
+        return anomalies
+    # the 1e-9: a float product such as 0.05 x 60 = 3.0000000000000004 is 3, not 4
+    count = min(len(anomalies), max(1, math.ceil(fraction * len(anomalies) - 1e-9)))
+    return np.sort(np.random.default_rng(seed).choice(anomalies, count, replace=False))
+
+
+def make_table_task(path, label_column: str = "label", labelled_fraction: float | None = None, seed: int = 0,
+                    val_fraction: float = 0.2):
+    """The semi-supervised task on a table (the module's docstring)."""
+    from .tasks import Task
+
+    X, y = read_table(path, label_column)
+    if (y == 0).sum() < 2:
+        raise ValueError(f"{path}: the table has {(y == 0).sum()} normal row(s); at least 2 are needed")
+    if (y == 1).sum() == 1:
+        raise ValueError(f"{path}: the table has one anomaly; a stratified train/test split needs none or 2+")
+    train_rows, test_rows = _split_pool(y, TEST_FRACTION, seed)
+    labelled = labelled_anomalies(train_rows[y[train_rows] == 1], labelled_fraction, seed)
+    targets = np.where(np.isin(train_rows, labelled), -1, 1)
+    train, val = protocols.train_val_split(Split(train_rows, targets), val_fraction, seed, anomalies=False)
+    record = VectorPreprocessing.fit(X[train.indices])
+    vectors = record.module()(torch.from_numpy(X))
+    test = Split(test_rows, np.where(y[test_rows] == 1, -1, 1))
+    return Task(*(TableRows(vectors, split, record) for split in (train, val, test)), 0, "normal")

@@ -1,0 +1,102 @@
+"""What the network is given of a feature vector (a table's row, an embedding of
+a pretrained network): the raw vector standardised per column with the mean and
+standard deviation of the training rows, as one record.
+
+The record plays the part ``Preprocessing`` plays for images: a trained model
+stores it, every scoring entry point runs raw vectors through it, and
+``VectorPreprocess`` is plain torch operations that TorchScript and ONNX export.
+Why standardise: the MLP's first layer and the median bandwidth of the kernel
+then see columns on one scale, whatever units the table was written in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+KIND = "vectors"  # the ``kind`` of a vector record's dict (image records have none)
+
+
+@dataclass(frozen=True)
+class VectorPreprocessing:
+    """features: the raw vectors' length; center, scale: per column, x -> (x - center) / scale."""
+
+    features: int
+    center: tuple[float, ...]
+    scale: tuple[float, ...]
+
+    def __post_init__(self):
+        if len(self.center) != self.features or len(self.scale) != self.features:
+            raise ValueError(f"center and scale need {self.features} values, got {len(self.center)} and "
+                             f"{len(self.scale)}")
+        if not all(np.isfinite(self.center)) or not all(np.isfinite(s) and s > 0 for s in self.scale):
+            raise ValueError("a vector record's center must be finite and its scale finite and positive")
+
+    @classmethod
+    def identity(cls, features: int) -> "VectorPreprocessing":
+        """Vectors given to the network as they are."""
+        return cls(int(features), (0.0,) * features, (1.0,) * features)
+
+    @classmethod
+    def fit(cls, rows) -> "VectorPreprocessing":
+        """Standardisation fitted on training rows (N, D), in float64. A constant
+        column (standard deviation below 1e-12 of its magnitude) keeps scale 1: it
+        carries no information, and dividing by ~0 would turn rounding into signal."""
+        x = torch.as_tensor(rows).detach().cpu().double().numpy()
+        if x.ndim != 2 or x.shape[0] == 0:
+            raise ValueError(f"a vector record is fitted on rows (N, D), got shape {x.shape}")
+        center = x.mean(axis=0)
+        std = x.std(axis=0)
+        scale = np.where(std > 1e-12 * np.maximum(1.0, np.abs(center)), std, 1.0)
+        return cls(x.shape[1], tuple(float(c) for c in center), tuple(float(s) for s in scale))
+
+    any_size = False  # one length, as Preprocessing.any_size says of image sizes
+    input_dtypes = ("float32",)  # what an export may take (images: uint8 too)
+    float_range = (-float("inf"), float("inf"))  # any finite value (an export turns others into f = NaN)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The network's input (D,)."""
+        return (self.features,)
+
+    def expects(self) -> str:
+        """What raw vectors must look like, in words (error messages, --help, export metadata)."""
+        return f"feature vectors (N, {self.features}), float32, finite"
+
+    def example(self, batch: int, dtype: torch.dtype) -> torch.Tensor:
+        """A batch of raw inputs of the right shape (for tracing an export)."""
+        return torch.zeros(batch, self.features, dtype=dtype)
+
+    def module(self) -> "VectorPreprocess":
+        return VectorPreprocess(self)
+
+    def to_dict(self) -> dict:
+        return {"kind": KIND, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "VectorPreprocessing":
+        values = {k: v for k, v in values.items() if k != "kind"}
+        return cls(int(values["features"]), tuple(map(float, values["center"])), tuple(map(float, values["scale"])))
+
+
+class VectorPreprocess(nn.Module):
+    """Raw vectors -> the network's input: checks the shape, standardises (in float64), gives float32."""
+
+    def __init__(self, spec: VectorPreprocessing):
+        super().__init__()
+        self.features = spec.features
+        self.expects = spec.expects()
+        # float64: a column far from zero with a small spread (1 +- 1e-3) would lose its digits to
+        # float32 cancellation in x - center; the network then takes the result in float32
+        self.register_buffer("center", torch.tensor(spec.center, dtype=torch.float64).view(1, -1))
+        self.register_buffer("scale", torch.tensor(spec.scale, dtype=torch.float64).view(1, -1))
+
+    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
+        if vectors.dim() != 2 or vectors.shape[1] != self.features:
+            raise ValueError("got an array of shape " + str(list(vectors.shape)) + "; the model expects "
+                             + self.expects)
+        return ((vectors.double() - self.center) / self.scale).float()
