@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 from .kernels import BACKENDS
 from .solver import METHODS
 
-GAMMA_STRATEGIES = ("median", "per-epoch")
+GAMMA_STRATEGIES = ("local", "median", "per-epoch")
 
 # The smallest slack exponent p supported. The dual's penalty is pen alpha^q
 # with q = p / (p - 1); at the paper's c = 1/n it is about
@@ -36,7 +36,7 @@ CONSTRAINTS: dict[str, list] = {
     "nu": [Interval(Real, 1, math.inf, closed="left"), StrOptions({"auto"})],
     "c1": [Interval(Real, 0, math.inf, closed="neither"), None],
     "c2": [Interval(Real, 0, math.inf, closed="neither"), None],
-    "gamma": [StrOptions({"median"}), Interval(Real, 0, math.inf, closed="neither"), StrOptions({"per-epoch"})],
+    "gamma": [StrOptions({"local", "median"}), Interval(Real, 0, math.inf, closed="neither"), StrOptions({"per-epoch"})],
     "kernel": [StrOptions(set(BACKENDS))],
     "n_components": [Interval(Integral, 1, None, closed="left")],
     "solver": [StrOptions(set(METHODS))],

@@ -113,7 +113,9 @@ def _digits_mean_auroc(kernel, m):
     scores = []
     for c in range(10):
         X_tr, y, X_te, anomalous = digits_task(c, ratio=0.5, seed=0)
-        model = LpSVDD(kernel=kernel, n_components=m, random_state=0).fit(X_tr, y)
+        # at the median bandwidth the budgets above hold; at the default "local" one (10x gamma) the
+        # random-feature maps need more features (m = 2048: AUROC 0.934-0.940 against the exact 0.9985)
+        model = LpSVDD(kernel=kernel, n_components=m, gamma="median", random_state=0).fit(X_tr, y)
         scores.append(roc_auc_score(anomalous, model.dissimilarity(X_te)))
     return float(np.mean(scores))
 

@@ -95,7 +95,7 @@ def test_scores_follow_the_definitions():
     assert m.b_normal_ <= m.r2_ <= m.b_anomaly_
     assert m.rho2_ == pytest.approx((m.b_anomaly_ - m.b_normal_) / 2)
     # Weights: feasible, the support holds every positive weight.
-    assert abs(m.alpha_[y > 0].sum() - 1.1) < 1e-12 and abs(m.alpha_[y < 0].sum() - 0.1) < 1e-12
+    assert abs(m.alpha_[y > 0].sum() - (m.nu_ + 1) / 2) < 1e-12 and abs(m.alpha_[y < 0].sum() - (m.nu_ - 1) / 2) < 1e-12
     np.testing.assert_array_equal(m.support_, np.flatnonzero(m.alpha_ > 0))
     # Separates the blobs on its training data.
     assert roc_auc_score(y < 0, m.dissimilarity(X)) > 0.99
@@ -191,8 +191,8 @@ def test_digits_one_vs_rest_is_a_good_detector():
     ({"contamination": 0.0}, [1, 1, -1, 1], r"contamination must be a number in \(0, 0.5\] or 'radius'"),
     ({"contamination": 0.6}, [1, 1, -1, 1], "contamination must be"),
     ({"cache_size": "all"}, [1, 1, -1, 1], "cache_size must be 'auto' or a positive number"),
-    ({"gamma": 0.0}, [1, 1, -1, 1], "gamma must be 'median' or a positive number"),
-    ({"gamma": -2.0}, [1, 1, -1, 1], "gamma must be 'median' or a positive number"),
+    ({"gamma": 0.0}, [1, 1, -1, 1], "gamma must be one of \\('local', 'median'\\) or a positive number"),
+    ({"gamma": -2.0}, [1, 1, -1, 1], "gamma must be one of \\('local', 'median'\\) or a positive number"),
     ({"c1": 0.0}, [1, 1, -1, 1], "c1 must be a positive"),
     ({"c2": -1.0}, [1, 1, -1, 1], "c2 must be a positive"),
     ({"solver": "newton"}, [1, 1, -1, 1], "solver must be one of"),
@@ -307,18 +307,19 @@ def test_offset_is_the_contamination_quantile_of_the_training_normals(contaminat
 
 def test_radius_threshold_is_the_sphere_on_request():
     X, y = _readme_data()
-    m = LpSVDD(contamination="radius").fit(X, y)
+    m = LpSVDD(contamination="radius", nu=1.2, gamma="median").fit(X, y)  # the README example (172 of 400)
     assert m.offset_ == -m.r2_
     f = m.dissimilarity(X)
     np.testing.assert_array_equal(m.predict(X), np.where(f <= m.r2_, 1, -1))
     assert 0 < (m.predict(X[:400]) == 1).sum() < 400  # the paper's boundary: many normals carry slack
 
 
-def test_nu_auto_is_the_papers_value_with_anomalies():
+def test_nu_auto_with_anomalies_is_the_chosen_value():
+    # NU_WITH_ANOMALIES (5, chosen on ADBench's development sets, issue 28), not the paper's 1.2
     X, y = _two_blobs(6)
     with_labels = LpSVDD().fit(X, y)
-    assert with_labels.nu_ == 1.2 and with_labels.alpha_[y > 0].sum() == pytest.approx(1.1)
-    assert with_labels.objective_ == LpSVDD(nu=1.2).fit(X, y).objective_
+    assert with_labels.nu_ == 5.0 and with_labels.alpha_[y > 0].sum() == pytest.approx(3.0)
+    assert with_labels.objective_ == LpSVDD(nu=5.0).fit(X, y).objective_
 
 
 # ---- certificates (items 2, 3, 4) and bad values (item 7)

@@ -1,0 +1,33 @@
+"""ADBench's semi-supervised protocol on the 18 development sets (issue 28): mean test AUROC per
+labelled fraction, average rank and fit seconds of DLM-SVDD, LpSVDD and the baselines.
+
+    OMP_NUM_THREADS=1 pytest tests/benchmarks/test_bench_adbench.py -o addopts="" -s
+
+Needs ../shared/data/adbench-dev (skipped without it) and, for XGBoost, Deep SAD and DevNet,
+``pip install 'dlmsvdd[adbench]'``. A quick run on a subset: ADBENCH_SETS=glass,wine
+ADBENCH_SEEDS=0 ADBENCH_LA=0.25 ADBENCH_METHODS=LpSVDD,SVC (comma-separated substrings).
+Every per-task result goes to $ADBENCH_JSON (default: a file in a new temporary folder).
+"""
+
+import time
+
+import pytest
+
+from benchmarks import adbench_protocol as protocol
+from benchmarks.adbench_methods import METHODS, versions
+
+
+@pytest.mark.skipif(not protocol.DATA_DIR.is_dir(), reason=f"no ADBench development data at {protocol.DATA_DIR}")
+def test_adbench_development_protocol():
+    sets, seeds, las, methods = protocol.selection(METHODS)
+    assert sets and methods, "ADBENCH_SETS / ADBENCH_METHODS selected nothing"
+    start = time.perf_counter()
+    records = protocol.run(methods, sets, seeds, las)
+    summary = protocol.summary(records)
+    meta = {"sets": sets, "seeds": seeds, "la": las, "versions": versions(),
+            "wall_seconds": time.perf_counter() - start}
+    path = protocol.write_json(records, summary, meta)
+    print(f"\n{len(sets)} sets x seeds {seeds} x la {las}; {meta['wall_seconds']:.0f} s; versions {meta['versions']}")
+    print(protocol.table(summary, las))
+    print(f"per-task results: {path}")
+    assert any(s["tasks"] for s in summary.values())

@@ -1,0 +1,75 @@
+"""The ADBench protocol of tests/benchmarks (README of ../shared/data/adbench-dev) on constructed
+arrays: sizes, stratification, scaling from the training rows, the labelled count and seeding."""
+
+import math
+
+import numpy as np
+import pytest
+
+from benchmarks import adbench_protocol as protocol
+
+
+def constructed(n_normal=180, n_anomaly=20, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_normal + n_anomaly, d)) * np.array([1.0, 10.0, 100.0])[:d] + 5.0
+    y = np.r_[np.zeros(n_normal, int), np.ones(n_anomaly, int)]
+    return X, y
+
+
+def test_split_is_stratified_70_30_and_keeps_every_row_once():
+    X, y = constructed()
+    task = protocol.make_task(X, y, seed=0, la=0.25)
+    assert len(task.y_train) == 140 and len(task.y_test) == 60
+    assert task.y_train.sum() == 14 and task.y_test.sum() == 6  # 10% anomalies on both sides
+    # no copying or dropping: the rows, in scaled form, are as many distinct rows as the set has
+    assert len(np.unique(np.r_[task.X_train, task.X_test], axis=0)) == len(X)
+
+
+def test_min_max_scaling_uses_the_training_rows_only():
+    X, y = constructed()
+    X[0, 0] = 1e4  # one extreme row: scaled with the training rows' range only when it lands in the test set
+    for seed in range(20):
+        task = protocol.make_task(X, y, seed=seed, la=0.05)
+        np.testing.assert_allclose(task.X_train.min(axis=0), 0.0, atol=1e-12)
+        np.testing.assert_allclose(task.X_train.max(axis=0), 1.0, atol=1e-12)
+        if task.X_test[:, 0].max() > 1:
+            break
+    else:
+        pytest.fail("the extreme row never landed in a test set")
+    # the test rows go through the training rows' map: the extreme row (1e4 where the other raw values of
+    # column 0 span about 10) lands far above 1
+    assert task.X_test[:, 0].max() > 100  # with all rows' range the extreme would be 1 and every training value near 0
+
+
+@pytest.mark.parametrize("la, n_anomalies, expected", [(0.05, 14, 1), (0.25, 14, 4), (0.05, 60, 3), (0.05, 7, 1),
+                                                      (0.25, 4, 1), (0.25, 8, 2), (0.05, 1, 1)])
+def test_labelled_count_is_ceil_and_at_least_one(la, n_anomalies, expected):
+    assert protocol.n_labelled(la, n_anomalies) == expected
+
+
+def test_labelled_rows_are_training_anomalies_and_the_rest_stay_unlabelled():
+    X, y = constructed(n_normal=300, n_anomaly=100)
+    for la in (0.05, 0.25):
+        task = protocol.make_task(X, y, seed=3, la=la)
+        n_train_anomalies = int(task.y_train.sum())
+        assert task.labelled.sum() == math.ceil(la * n_train_anomalies)
+        assert np.all(task.y_train[task.labelled] == 1)  # only anomalies are labelled
+        assert task.s.sum() == task.labelled.sum()
+        assert (task.y_train[~task.labelled] == 1).sum() == n_train_anomalies - task.labelled.sum()  # contamination
+
+
+def test_seeded_same_seed_same_task_other_seed_other_split():
+    X, y = constructed()
+    a, b, c = (protocol.make_task(X, y, seed=s, la=0.25) for s in (7, 7, 8))
+    np.testing.assert_array_equal(a.X_train, b.X_train)
+    np.testing.assert_array_equal(a.labelled, b.labelled)
+    assert not np.array_equal(a.X_test, c.X_test)
+
+
+def test_large_sets_are_subsampled_without_replacement(monkeypatch):
+    monkeypatch.setattr(protocol, "MAX_ROWS", 100)
+    X, y = constructed(n_normal=270, n_anomaly=30)
+    X[:, 0] = np.arange(len(X))  # distinct rows
+    task = protocol.make_task(X, y, seed=0, la=0.25)
+    assert len(task.y_train) + len(task.y_test) == 100
+    assert len(np.unique(np.r_[task.X_train, task.X_test][:, 0])) == 100
