@@ -1,7 +1,7 @@
 """Iterations with labelled anomalies against the one-class fit on the same
 rows (issue 25), on the adbench-dev sets (../shared/data/adbench-dev beside
 the repository; skipped without them) under ADBench's protocol
-(``adbench_dev``), la in {0.05, 0.25}, seed 0, one thread, the default
+(``adbench_protocol``), la in {0.05, 0.25}, seed 0, one thread, the default
 ``LpSVDD()`` (exact kernel, APG, tol 1e-6). The goal: median ratio <= 2.
 Run:
     pytest tests/benchmarks/test_bench_labelled_iterations.py -o addopts="" --benchmark-only -s
@@ -11,15 +11,15 @@ import json
 import statistics
 import time
 
+import numpy as np
 import pytest
 import torch
 
-from benchmarks.adbench_dev import DATA_DIR, data_sets, training_rows
+from benchmarks.adbench_protocol import DATA_DIR, LABELLED_FRACTIONS, available_sets, load, make_task
 from dlmsvdd_ext import LpSVDD
 
-LABELLED_FRACTIONS = (0.05, 0.25)
 
-pytestmark = pytest.mark.skipif(not data_sets(), reason=f"no adbench-dev data sets in {DATA_DIR}")
+pytestmark = pytest.mark.skipif(not available_sets(), reason=f"no adbench-dev data sets in {DATA_DIR}")
 
 
 def _fit(X, t=None):
@@ -31,12 +31,13 @@ def _fit(X, t=None):
 
 def _study():
     rows = []
-    for path in data_sets():
+    for name in available_sets():
         for la in LABELLED_FRACTIONS:
-            X, t = training_rows(path, la)
+            task = make_task(*load(name), seed=0, la=la, name=name)  # the training rows of the protocol's split
+            X, t = task.X_train, np.where(task.labelled, -1.0, 1.0)
             one_class, one_class_s = _fit(X)
             labelled, labelled_s = _fit(X, t)
-            rows.append({"set": path.stem, "la": la, "n": X.shape[0], "labelled": int((t < 0).sum()),
+            rows.append({"set": name, "la": la, "n": X.shape[0], "labelled": int((t < 0).sum()),
                          "iter_one_class": one_class, "iter_labelled": labelled,
                          "ratio": labelled / one_class, "s_one_class": round(one_class_s, 3),
                          "s_labelled": round(labelled_s, 3)})
