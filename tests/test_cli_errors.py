@@ -226,6 +226,10 @@ MODEL_EDITS = {
                    "network['backbone."),
     "boundary inf": (lambda s: s["boundary"]["dual_coef"].__setitem__(0, float("inf")),
                      "boundary['dual_coef'] holds NaN or infinite values"),
+    "config key": (lambda s: s["config"].update(colour="blue"), "its configuration is not one this dlmsvdd writes "
+                                                                 "(colour)"),
+    "no backbone": (lambda s: s["config"].pop("backbone"), "its configuration is not one this dlmsvdd writes "
+                                                            "(no 'backbone')"),
     "gamma nan": (lambda s: s["boundary"]["scalars"].update(gamma_=float("nan")),
                   "boundary['scalars']['gamma_'] is nan, not a finite number"),
 }

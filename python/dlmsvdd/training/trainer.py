@@ -601,14 +601,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             images = array_images(X)
             self._check_images(images)
             return images
-        raw = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
-        if isinstance(self.preprocessing_, VectorPreprocessing):
-            raw = array_vectors(raw)
-        elif not (raw.dtype == torch.uint8 or raw.is_floating_point()):
-            raise ValueError(f"X holds {raw.dtype} values; this model takes {self.preprocessing_.expects()} "
-                             "(integer pixels as uint8, e.g. X.astype(np.uint8))")
-        with torch.no_grad():
-            inputs = self.preprocessing_.module()(raw)
+        inputs = self.preprocess(X)
         if not torch.isfinite(inputs).all():
             raise ValueError("X holds NaN or infinite values")
         return inputs
@@ -678,9 +671,15 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         (N, H, W); vectors (N, D)) as the network takes them: the preprocessing
         the model was trained with (``preprocessing_``), in the torch operations
         an export runs. Scoring an array does this itself."""
+        spec = self.stored_preprocessing()
         raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
+        if isinstance(spec, VectorPreprocessing):
+            raw = array_vectors(raw)
+        elif not (raw.dtype == torch.uint8 or raw.is_floating_point()):  # int64 pixels 0-255 are not [0, 1]
+            raise ValueError(f"X holds {raw.dtype} values; this model takes {spec.expects()} "
+                             "(integer pixels as uint8, e.g. X.astype(np.uint8))")
         with torch.no_grad():
-            return self.stored_preprocessing().module()(raw)
+            return spec.module()(raw)
 
     def stored_preprocessing(self) -> Preprocessing:
         """``preprocessing_``, or a ValueError saying why a model has none."""
@@ -727,6 +726,11 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         state = checkpoints.read(path, checkpoints.MODEL)
         checkpoints.check_model(state, path)
         values = dict(state["config"])
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        odd = sorted(set(values) - known) + [f"no {k!r}" for k in ("backbone", "device") if k not in values]
+        if odd:  # a hand edit: TrainConfig(**values) would fail with a TypeError or KeyError
+            raise ValueError(f"{path}: its configuration is not one this dlmsvdd writes ({', '.join(map(str, odd))}); "
+                             f"{checkpoints.DAMAGED}")
         if device is None:
             try:
                 resolve_device(values["device"])
