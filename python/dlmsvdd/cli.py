@@ -246,7 +246,8 @@ def _demo(args) -> int:
         return 0
     task = runs.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
     X_test, t_test = pixels(task.test)
-    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, random_state=cfg.seed).fit(*pixels(task.train))
+    # the boundary DLM-SVDD fits (its p, nu and bandwidth rule) on the pixels instead of the CNN's features
+    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, gamma=cfg.gamma, random_state=cfg.seed).fit(*pixels(task.train))
     print(f"for comparison, LpSVDD on raw pixels: test AUROC {metrics.auroc(t_test, baseline.dissimilarity(X_test)):.4f}")
     return 0
 
