@@ -95,7 +95,8 @@ TRAIN_FLAGS = {
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
     "--nu": "margin weight nu >= 1 (under torchrun spell it --margin-nu)",
-    "--gamma": "median (once, from the initial features), per-epoch, or a value",
+    "--gamma": "median (1 / the initial features' median squared distance, once), local (10 x that), "
+               "per-epoch, or a value",
     "--solver": "apg, pairwise or paper",
     "--contamination": "threshold without validation anomalies: the fraction of normal "
                        "samples called anomalous, or radius (the sphere's r^2)",
