@@ -100,6 +100,19 @@ def test_few_anomalies_take_at_most_twice_the_one_class_iterations(seed, n_anoma
     assert labelled.n_matvec <= labelled.n_iter + 3
 
 
+def _coupled_problem(seed):
+    """A random small problem with near-duplicate rows across the classes, its
+    bandwidth and c spread over decades: (t, K, the dual problem)."""
+    rng = np.random.default_rng(seed)
+    n_normal, n_anomaly = int(rng.integers(2, 12)), int(rng.integers(2, 6))
+    X = rng.standard_normal((n_normal, 3)) * 3
+    X = np.vstack([X, X[rng.integers(0, n_normal, n_anomaly)] + 0.01 * rng.standard_normal((n_anomaly, 3))])
+    t = torch.from_numpy(np.r_[np.ones(n_normal), -np.ones(n_anomaly)])
+    K = rbf_reference(X, X, 10 ** rng.uniform(-2, 1))
+    c = 10 ** rng.uniform(-2, 1)
+    return t, K, DualProblem.from_labels(t, c1=c, c2=c * 10 ** rng.uniform(-1, 1))
+
+
 def test_the_class_metric_doubled_bounds_the_hessian():
     """diag(L w) need not bound the Hessian H at p = 2 (the classes' coupling
     K_NA is left out), 2 diag(L w) must; mu w must stay below it (numpy's
@@ -108,14 +121,7 @@ def test_the_class_metric_doubled_bounds_the_hessian():
     solver's backtracking then doubles L)."""
     exceeded = 0
     for seed in range(120):
-        rng = np.random.default_rng(seed)
-        n_normal, n_anomaly = int(rng.integers(2, 12)), int(rng.integers(2, 6))
-        X = rng.standard_normal((n_normal, 3)) * 3
-        X = np.vstack([X, X[rng.integers(0, n_normal, n_anomaly)] + 0.01 * rng.standard_normal((n_anomaly, 3))])
-        t = torch.from_numpy(np.r_[np.ones(n_normal), -np.ones(n_anomaly)])
-        K = rbf_reference(X, X, 10 ** rng.uniform(-2, 1))
-        c = 10 ** rng.uniform(-2, 1)
-        prob = DualProblem.from_labels(t, c1=c, c2=c * 10 ** rng.uniform(-1, 1))
+        t, K, prob = _coupled_problem(seed)
         L, w, mu = _class_metric(DenseKernel(torch.from_numpy(K)), prob, prob.uniform_alpha())
         scale = np.diag(1 / np.sqrt(L * w.numpy()))
         top = np.linalg.eigvalsh(scale @ hessian(K, prob) @ scale).max()
@@ -131,14 +137,7 @@ def test_a_coupled_problem_backtracks_once_and_still_certifies():
     """Seed 57 of the search above: diag(L w) falls short on the feasible
     directions (restricted top eigenvalue 1.16); one doubling of L, then the
     QP's optimum."""
-    rng = np.random.default_rng(57)
-    n_normal, n_anomaly = int(rng.integers(2, 12)), int(rng.integers(2, 6))
-    X = rng.standard_normal((n_normal, 3)) * 3
-    X = np.vstack([X, X[rng.integers(0, n_normal, n_anomaly)] + 0.01 * rng.standard_normal((n_anomaly, 3))])
-    t = torch.from_numpy(np.r_[np.ones(n_normal), -np.ones(n_anomaly)])
-    K = rbf_reference(X, X, 10 ** rng.uniform(-2, 1))
-    c = 10 ** rng.uniform(-2, 1)
-    prob = DualProblem.from_labels(t, c1=c, c2=c * 10 ** rng.uniform(-1, 1))
+    t, K, prob = _coupled_problem(57)
     L, w, _ = _class_metric(DenseKernel(torch.from_numpy(K)), prob, prob.uniform_alpha())
     C = np.zeros((2, len(t)))
     C[0, t.numpy() > 0] = C[1, t.numpy() < 0] = 1

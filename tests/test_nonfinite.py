@@ -106,6 +106,15 @@ def test_fwht_nonfinite_as_numpy(backend, dtype):
     assert np.abs(out[finite] - ref[finite]).max() <= 50 * TOL[dtype] * np.abs(ref[finite]).max()
 
 
+def _structured_features(name, b, X, backend):
+    """The fused SORF or Fastfood op on X with the fitted map b's parameters."""
+    dp = b.d_pad_
+    if name == "sorf":
+        return ops.sorf_features(X, b.signs_.flip(0), b.offset_, math.sqrt(2 * b.gamma * dp) / dp ** 1.5, **backend)
+    return ops.fastfood_features(X, b.signs_, b.perm_, b.gauss_, b.scale_, b.offset_, math.sqrt(2 * b.gamma / dp),
+                                 **backend)
+
+
 @pytest.mark.parametrize("name", ["sorf", "fastfood"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_structured_features_nan_for_nonfinite_rows(backend, name, dtype):
@@ -113,12 +122,7 @@ def test_structured_features_nan_for_nonfinite_rows(backend, name, dtype):
     X = torch.from_numpy(poisoned(n, d, dtype))
     ok = good_rows(n)
     b = kernels.make(name, 0.8, m, random_state=3).fit(X[ok])
-    dp = b.d_pad_
-    if name == "sorf":
-        out = ops.sorf_features(X, b.signs_.flip(0), b.offset_, math.sqrt(2 * b.gamma * dp) / dp ** 1.5, **backend)
-    else:
-        out = ops.fastfood_features(X, b.signs_, b.perm_, b.gauss_, b.scale_, b.offset_,
-                                    math.sqrt(2 * b.gamma / dp), **backend)
+    out = _structured_features(name, b, X, backend)
     out = out.numpy()
     assert np.isnan(out[BAD]).all()
     assert np.isfinite(out[ok]).all()
@@ -241,12 +245,7 @@ def test_structured_features_nan_for_overflowing_rows(backend, name):
     X = torch.from_numpy(_overflowing())
     ok = np.setdiff1d(np.arange(30), [3])
     b = kernels.make(name, 0.8, 16, random_state=3).fit(X[ok])
-    dp = b.d_pad_
-    if name == "sorf":
-        out = ops.sorf_features(X, b.signs_.flip(0), b.offset_, math.sqrt(2 * b.gamma * dp) / dp ** 1.5, **backend)
-    else:
-        out = ops.fastfood_features(X, b.signs_, b.perm_, b.gauss_, b.scale_, b.offset_,
-                                    math.sqrt(2 * b.gamma / dp), **backend)
+    out = _structured_features(name, b, X, backend)
     assert np.isnan(out[3].numpy()).all() and np.isfinite(out[ok].numpy()).all()
     assert rel_err(out[ok].numpy(), b.transform(X[ok]).numpy()) <= TOL[np.float32]
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.model_selection import train_test_split
+from torch.utils.data import Dataset
 
 
 def _labels(labels) -> np.ndarray:
@@ -53,6 +54,24 @@ class Split:
 
     def __len__(self) -> int:
         return len(self.indices)
+
+
+class SplitRows(Dataset):
+    """Items (row, target) of the rows of a tensor (images or feature vectors) that a
+    split picks; ``preprocessing``: the record the rows went through (None: the identity)."""
+
+    def __init__(self, rows, split: Split, preprocessing=None):
+        self.rows, self.split, self.preprocessing = rows, split, preprocessing
+
+    def __len__(self):
+        return len(self.split)
+
+    def __getitem__(self, i):
+        return self.rows[int(self.split.indices[i])], int(self.split.targets[i])
+
+    @property
+    def targets(self) -> np.ndarray:
+        return self.split.targets
 
 
 def one_vs_rest(labels, normal_class: int, ratio: float | None, seed: int = 0) -> Split:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from . import protocols
 from .protocols import Split
@@ -103,23 +102,6 @@ def read_table(path, label_column: str = "label") -> tuple[np.ndarray, np.ndarra
     return _check(np.asarray(X), np.asarray(y), str(path))
 
 
-class TableRows(Dataset):
-    """Items (standardised vector, target) of some rows of a table."""
-
-    def __init__(self, vectors: torch.Tensor, split: Split, preprocessing: VectorPreprocessing):
-        self.vectors, self.split, self.preprocessing = vectors, split, preprocessing
-
-    def __len__(self):
-        return len(self.split)
-
-    def __getitem__(self, i):
-        return self.vectors[int(self.split.indices[i])], int(self.split.targets[i])
-
-    @property
-    def targets(self) -> np.ndarray:
-        return self.split.targets
-
-
 def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int) -> np.ndarray:
     """The anomalies given as labelled: ceil(fraction x count), at least one, drawn at random (None: all)."""
     if fraction is None or len(anomalies) == 0:
@@ -146,4 +128,4 @@ def make_table_task(path, label_column: str = "label", labelled_fraction: float 
     record = VectorPreprocessing.fit(X[train.indices])
     vectors = record.module()(torch.from_numpy(X))
     test = Split(test_rows, np.where(y[test_rows] == 1, -1, 1))
-    return Task(*(TableRows(vectors, split, record) for split in (train, val, test)), 0, "normal")
+    return Task(*(protocols.SplitRows(vectors, split, record) for split in (train, val, test)), 0, "normal")

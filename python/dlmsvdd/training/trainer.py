@@ -93,24 +93,6 @@ def array_inputs(X, name: str = "X") -> torch.Tensor:
     return array_vectors(X, name) if dims == 2 else array_images(X, name)
 
 
-class ArrayImages(Dataset):
-    """Items (image or vector, target) of some rows of an array; ``preprocessing``:
-    the record those rows went through (None: the identity)."""
-
-    def __init__(self, images: torch.Tensor, split: protocols.Split, preprocessing=None):
-        self.images, self.split, self.preprocessing = images, split, preprocessing
-
-    def __len__(self):
-        return len(self.split)
-
-    def __getitem__(self, i):
-        return self.images[int(self.split.indices[i])], int(self.split.targets[i])
-
-    @property
-    def targets(self) -> np.ndarray:
-        return self.split.targets
-
-
 def resolve_device(name: str) -> torch.device:
     """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
@@ -413,7 +395,7 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             record = VectorPreprocessing.fit(images[train.indices])
             with torch.no_grad():
                 images = record.module()(images)
-        return ArrayImages(images, train, record), ArrayImages(images, val, record)
+        return protocols.SplitRows(images, train, record), protocols.SplitRows(images, val, record)
 
     def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
