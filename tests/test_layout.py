@@ -62,6 +62,6 @@ def test_one_owner_per_boundary_decision():
     def holders(snippet):
         return sorted(p.name for p, t in texts.items() if snippet in t)
 
-    assert holders("1.0 / median_sq") == ["svdd.py"]
+    assert holders("scale / median_sq") == ["svdd.py"]  # the median rule, "local" its multiple
     assert holders("def max_components(") == ["kernels.py"]
     assert holders('distributed.METHODS else "pairwise"') == ["svdd.py"]

@@ -357,7 +357,7 @@ def test_a_trivially_solved_problem_is_certified(solver, p):
     X = np.array([[0.3, -1.2], [2.0, 0.5]])
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        m = LpSVDD(gamma=1e-30, p=p, solver=solver).fit(X, [1, -1])
+        m = LpSVDD(gamma=1e-30, p=p, nu=1.2, solver=solver).fit(X, [1, -1])
     assert m.converged_ and not m.stalled_
     q, mu = p / (p - 1), np.array([1.1, 0.1])
     cbar = 0.5 * (1.0 * p) ** (-1 / (p - 1)) * (1 - 1 / p)  # c1 = c2 = 1
