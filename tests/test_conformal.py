@@ -1,0 +1,202 @@
+"""Conformal p-values and the fpr / fdr decisions (issue 29), on data where the truth is known:
+Gaussian normals, anomalies shifted away from them."""
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+from dlmsvdd_ext import LpSVDD
+from dlmsvdd_ext.conformal import Calibration
+
+D = 2
+SHIFT = 3.0  # anomalies' mean, along the first axis; far enough to be found, near enough to be missed at times
+
+
+def normals(rng, n):
+    return rng.standard_normal((n, D))
+
+
+def anomalies(rng, n):
+    return rng.standard_normal((n, D)) + np.r_[SHIFT, np.zeros(D - 1)]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return LpSVDD(random_state=0).fit(normals(np.random.default_rng(0), 200))
+
+
+@pytest.fixture(scope="module")
+def pool(model):
+    """Fresh normals (never trained on) and anomalies, scored once; splits draw from them."""
+    rng = np.random.default_rng(1)
+    X_normal, X_anomaly = normals(rng, 20000), anomalies(rng, 2000)
+    return X_normal, X_anomaly
+
+
+def reference_p_values(f_cal, f):
+    """The definition, one sample at a time."""
+    return np.array([(1 + sum(1 for c in f_cal if c >= x)) / (len(f_cal) + 1) for x in f])
+
+
+def test_p_values_match_a_plain_loop(model, pool):
+    X_normal, X_anomaly = pool
+    X_cal, X = X_normal[:57], np.vstack([X_normal[57:157], X_anomaly[:20]])
+    model.calibrate(X_cal)
+    f_cal, f = model.dissimilarity(X_cal), model.dissimilarity(X)
+    np.testing.assert_allclose(model.p_values(X), reference_p_values(f_cal, f), rtol=0, atol=1e-15)
+    # ties count as "at least as large": a calibration sample scored again gets its rank's p-value
+    np.testing.assert_allclose(model.p_values(X_cal), reference_p_values(f_cal, f_cal), rtol=0, atol=1e-15)
+    assert model.n_calibration_ == 57 and model.calibration_source_ == "calibrate(X_cal)"
+    proba = model.predict_proba(X)
+    np.testing.assert_allclose(proba[:, 0], model.p_values(X))
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+
+
+@pytest.fixture(scope="module")
+def pool_scores(model, pool):
+    """The pool's dissimilarities: random splits of them are what calibrate and
+    predict would see, drawn thousands of times without scoring again."""
+    return tuple(model.dissimilarity(X) for X in pool)
+
+
+@pytest.mark.parametrize("level, n_cal", [(0.05, 99), (0.1, 58), (0.1, 200)])
+def test_false_positive_rate_is_at_most_the_level(pool_scores, level, n_cal):
+    """Over many random calibration / test splits, normals are flagged at the rate
+    floor(level (n_cal + 1)) / (n_cal + 1) <= level (the exact marginal rate), within
+    four standard errors of the mean over splits. An off-by-one in the p-value
+    (n_cal or n_cal + 2 in place of n_cal + 1, > in place of >=) moves it by more."""
+    f_normal, _ = pool_scores
+    rng = np.random.default_rng(2)
+    n_test, reps = 200, 2000
+    rates = []
+    for _ in range(reps):
+        rows = rng.choice(len(f_normal), n_cal + n_test, replace=False)
+        rates.append(np.mean(Calibration(f_normal[rows[:n_cal]], "split").flags(f_normal[rows[n_cal:]], fpr=level)))
+    exact = np.floor(level * (n_cal + 1)) / (n_cal + 1)
+    assert exact <= level
+    mean, se = np.mean(rates), np.std(rates, ddof=1) / np.sqrt(reps)
+    assert abs(mean - exact) <= 4 * se, (mean, exact, se)
+
+
+def test_contamination_quantile_promises_no_rate(pool):
+    """What the test above guards against: the default rule's training quantile,
+    on a small training set, flags fresh normals at a rate that is not its level
+    (so the conformal test's tolerance is seen to tell the two apart)."""
+    X_normal, _ = pool
+    small = LpSVDD(random_state=0, contamination=0.05).fit(X_normal[:30])
+    assert small.threshold_rule_ == "training normals' 0.95 quantile"
+    rate = np.mean(small.predict(X_normal[30:10030]) == -1)
+    se = np.sqrt(0.05 * 0.95 / 10000)
+    assert abs(rate - 0.05) > 4 * se, rate
+
+
+def test_benjamini_hochberg_controls_the_false_discovery_rate(pool_scores):
+    """The false-discovery proportion averaged over batches is at most fdr (within
+    four standard errors), and BH finds anomalies; the same p-values compared with
+    the level one by one (no correction) exceed it."""
+    f_normal, f_anomaly = pool_scores
+    rng = np.random.default_rng(3)
+    level, n_cal, n_normal, n_anomaly, reps = 0.1, 499, 180, 20, 1000
+    fdp, fdp_uncorrected, power = [], [], []
+    is_normal = np.arange(n_normal + n_anomaly) < n_normal
+    for _ in range(reps):
+        rows = rng.choice(len(f_normal), n_cal + n_normal, replace=False)
+        calibration = Calibration(f_normal[rows[:n_cal]], "split")
+        f = np.r_[f_normal[rows[n_cal:]], f_anomaly[rng.choice(len(f_anomaly), n_anomaly, replace=False)]]
+        bh = calibration.flags(f, fdr=level)
+        for flagged, out in ((bh, fdp), (calibration.flags(f, fpr=level), fdp_uncorrected)):
+            out.append(np.sum(flagged & is_normal) / max(1, np.sum(flagged)))
+        power.append(np.mean(bh[~is_normal]))
+    mean, se = np.mean(fdp), np.std(fdp, ddof=1) / np.sqrt(reps)
+    assert mean <= level + 4 * se, (mean, se)
+    assert np.mean(fdp_uncorrected) > level + 4 * se
+    assert np.mean(power) > 0.3  # not vacuous: BH finds anomalies (0.46 measured)
+
+
+def test_predict_uses_the_calibration(model, pool):
+    """The estimator's decisions are its calibration's on its own scores."""
+    X_normal, X_anomaly = pool
+    model.calibrate(X_normal[:199])
+    X = np.vstack([X_normal[200:400], X_anomaly[:20]])
+    flags = Calibration(model.dissimilarity(X_normal[:199]), "x").flags(model.dissimilarity(X), fpr=0.05)
+    np.testing.assert_array_equal(model.predict(X, fpr=0.05), np.where(flags, -1, 1))
+    assert (model.predict(X, fpr=0.05) == -1).sum() > 10
+
+
+def test_bh_matches_a_plain_step_up(model, pool):
+    """scipy's BH against the step-up rule written out: flag the k smallest p-values,
+    k the largest with p_(k) <= k fdr / m."""
+    X_normal, X_anomaly = pool
+    model.calibrate(X_normal[:999])
+    X = np.vstack([X_normal[1000:1300], X_anomaly[:40]])
+    p, level = model.p_values(X), 0.1
+    order = np.argsort(p)
+    below = np.nonzero(p[order] <= level * np.arange(1, len(p) + 1) / len(p))[0]
+    expected = np.zeros(len(p), dtype=bool)
+    if below.size:
+        expected[order[:below[-1] + 1]] = True
+    assert expected.any()
+    np.testing.assert_array_equal(model.predict(X, fdr=level) == -1, expected)
+
+
+def test_p_values_of_normals_are_uniform(model, pool):
+    X_normal, X_anomaly = pool
+    model.calibrate(X_normal[:1999])
+    p = model.p_values(X_normal[2000:2500])
+    assert scipy.stats.kstest(p, "uniform").pvalue > 0.01
+    # the test has power: the anomalies' p-values are not uniform
+    assert scipy.stats.kstest(model.p_values(X_anomaly[:500]), "uniform").pvalue < 1e-6
+
+
+def test_refusals(pool):
+    X_normal, _ = pool
+    model = LpSVDD(random_state=0).fit(X_normal[:100])
+    with pytest.raises(ValueError, match="no calibration normals.*calibrate"):
+        model.p_values(X_normal[:5])
+    with pytest.raises(ValueError, match="no calibration normals"):
+        model.predict(X_normal[:5], fpr=0.1)
+    with pytest.raises(ValueError, match="no calibration normals"):
+        model.predict_proba(X_normal[:5])
+    assert model.n_calibration_ == 0 and model.calibration_source_ is None
+    with pytest.raises(ValueError, match="1 sample.*not labelled normal"):
+        model.calibrate(X_normal[100:110], y=np.r_[np.ones(9), -1])
+    model.calibrate(X_normal[100:119], y=np.ones(19))
+    # 19 calibration samples: p >= 1/20, so 0.01 cannot be reached; it needs 99
+    with pytest.raises(ValueError, match=r"fpr=0.01 is below 1/\(n_cal \+ 1\) = 0.05.*at least 99 calibration"):
+        model.predict(X_normal[:5], fpr=0.01)
+    with pytest.raises(ValueError, match="fdr=0.01 is below"):
+        model.predict(X_normal[:5], fdr=0.01)
+    assert (model.predict(X_normal[:5], fpr=0.05) != 0).all()  # exactly 1/(n_cal + 1): allowed
+    with pytest.raises(ValueError, match="one of fpr"):
+        model.predict(X_normal[:5], fpr=0.1, fdr=0.1)
+    for bad in (0, 1, 1.5, float("nan"), "x"):
+        with pytest.raises(ValueError, match=r"fpr must be"):
+            model.predict(X_normal[:5], fpr=bad)
+    model.fit(X_normal[:50])  # a new boundary: the old calibration scores mean nothing for it
+    assert model.n_calibration_ == 0
+
+
+def test_calibration_survives_state_dict(model, pool):
+    X_normal, X_anomaly = pool
+    model.calibrate(X_normal[:99], source="held-out normals")
+    state = model.state_dict()
+    assert state["calibration"]["scores"].dtype == torch.float64
+    loaded = LpSVDD.from_state_dict(state)
+    X = np.vstack([X_normal[100:150], X_anomaly[:10]])
+    np.testing.assert_array_equal(loaded.p_values(X), model.p_values(X))
+    np.testing.assert_array_equal(loaded.predict(X, fpr=0.1), model.predict(X, fpr=0.1))
+    assert (loaded.n_calibration_, loaded.calibration_source_) == (99, "held-out normals")
+    assert loaded.threshold_rule_ == model.threshold_rule_
+    # states saved before calibration was kept load without it
+    old = {k: v for k, v in state.items() if k != "calibration"}
+    old["scalars"] = {k: v for k, v in state["scalars"].items() if k != "threshold_rule_"}
+    older = LpSVDD.from_state_dict(old)
+    assert older.n_calibration_ == 0 and older.threshold_rule_ == "training normals' 0.9 quantile"
+
+
+def test_calibration_refuses_non_finite_scores():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        Calibration([0.1, np.nan], "x")
+    with pytest.raises(ValueError, match="empty"):
+        Calibration([], "x")
