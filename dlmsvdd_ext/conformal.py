@@ -117,7 +117,15 @@ def normal_only(y, n: int) -> None:
                          "p-values need normal samples only; leave the anomalies out of the calibration set")
 
 
-def missing(model_name: str, why: str = "") -> ValueError:
+class NotCalibrated(ValueError, AttributeError):
+    """A model without calibration normals asked for p-values. An AttributeError
+    too (as scikit-learn's NotFittedError), so that ``hasattr(model,
+    "predict_proba")`` is False until the model is calibrated, as scikit-learn's
+    ``available_if`` methods are (its generic checks call predict_proba where
+    hasattr says it exists)."""
+
+
+def missing(model_name: str, why: str = "") -> NotCalibrated:
     """The refusal when a model has no calibration set."""
-    return ValueError(f"{model_name} has no calibration normals{why}: call calibrate(X_cal) with normal samples "
+    return NotCalibrated(f"{model_name} has no calibration normals{why}: call calibrate(X_cal) with normal samples "
                       "the fit never trained on to get p-values, fpr/fdr decisions and predict_proba")

@@ -480,7 +480,13 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         f, _ = self._scored(X)
         return self._calibration().p_values(f)
 
-    def predict_proba(self, X) -> np.ndarray:
+    @property
+    def predict_proba(self):
+        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
+        self._calibration()
+        return self._predict_proba
+
+    def _predict_proba(self, X) -> np.ndarray:
         """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
         conformal p-value. The anomaly column is the share of calibration
         normals that score below x: a calibrated rank, not the posterior

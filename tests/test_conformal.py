@@ -159,6 +159,8 @@ def test_refusals(pool):
     with pytest.raises(ValueError, match="no calibration normals"):
         model.predict_proba(X_normal[:5])
     assert model.n_calibration_ == 0 and model.calibration_source_ is None
+    # as scikit-learn's available_if: its generic checks call predict_proba where hasattr finds it
+    assert not hasattr(model, "predict_proba")
     with pytest.raises(ValueError, match="1 sample.*not labelled normal"):
         model.calibrate(X_normal[100:110], y=np.r_[np.ones(9), -1])
     model.calibrate(X_normal[100:119], y=np.ones(19))
