@@ -1,11 +1,15 @@
 """Conformal p-values and the fpr / fdr decisions (issue 29), on data where the truth is known:
 Gaussian normals, anomalies shifted away from them."""
 
+import copy
+
 import numpy as np
 import pytest
 import scipy.stats
 import torch
 
+from dlmsvdd import DLMSVDD, protocols
+from dlmsvdd.training.trainer import ArrayImages
 from dlmsvdd_ext import LpSVDD
 from dlmsvdd_ext.conformal import Calibration
 
@@ -202,3 +206,101 @@ def test_calibration_refuses_non_finite_scores():
         Calibration([0.1, np.nan], "x")
     with pytest.raises(ValueError, match="empty"):
         Calibration([], "x")
+
+
+# ---- DLMSVDD: a small fixed model on digits (one-class, no training epochs: the decisions' guarantees
+# hold for any fixed model, so the network need not be good, only the calibration held out)
+
+DIGITS_PARAMS = dict(backbone="small_cnn", epochs=0, batch_size=64, verbose=0, seed=0, nu=1.0, val_fraction=0.2)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Grey images in [0, 1]: normals are the digits 0-4, anomalies 5-9, shuffled once."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    order = np.random.default_rng(0).permutation(len(data.target))
+    images, labels = (data.images[order] / 16.0).astype(np.float32), data.target[order]
+    return images[labels < 5], images[labels >= 5]
+
+
+@pytest.fixture(scope="module")
+def deep(digits):
+    normal, _ = digits
+    return DLMSVDD(**DIGITS_PARAMS).fit(normal[:300])
+
+
+def test_dlmsvdd_is_calibrated_on_its_validation_normals(deep, digits):
+    normal, anomalous = digits
+    # the arrays API's split, drawn again: the validation rows of the 300 given to fit
+    _, val = protocols.train_val_split(protocols.Split(np.arange(300), np.ones(300, int)), 0.2, 0)
+    assert (deep.n_calibration_, deep.calibration_source_) == (len(val), "validation normals") and len(val) == 60
+    X = np.concatenate([normal[300:400], anomalous[:30]])
+    np.testing.assert_allclose(deep.p_values(X), reference_p_values(deep.dissimilarity(normal[val.indices]),
+                                                                    deep.dissimilarity(X)), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(deep.predict(X, fpr=0.1), np.where(deep.p_values(X) <= 0.1, -1, 1))
+    proba = deep.predict_proba(X)
+    np.testing.assert_allclose(proba, np.column_stack([deep.p_values(X), 1 - deep.p_values(X)]))
+    assert deep.threshold_rule_ == "validation normals' 0.9 quantile"
+    np.testing.assert_array_equal(deep.predict(X), np.where(deep.dissimilarity(X) >= deep.threshold_, -1, 1))
+    with pytest.raises(ValueError, match=r"fpr=0.01 is below 1/\(n_cal \+ 1\).*60 calibration samples.*at least 99"):
+        deep.predict(X, fpr=0.01)
+
+
+def test_dlmsvdd_false_positive_rate_on_digits(deep, digits):
+    """The fixed model's scores of the normals it never saw; random calibration / test
+    splits of them flag test normals at floor(level (n + 1)) / (n + 1) <= level."""
+    normal, _ = digits
+    f = deep.dissimilarity(normal[300:])
+    rng = np.random.default_rng(4)
+    for level, n_cal in ((0.05, 99), (0.1, 150)):
+        rates = []
+        for _ in range(2000):
+            rows = rng.permutation(len(f))
+            rates.append(np.mean(Calibration(f[rows[:n_cal]], "split").flags(f[rows[n_cal:n_cal + 300]], fpr=level)))
+        exact = np.floor(level * (n_cal + 1)) / (n_cal + 1)
+        mean, se = np.mean(rates), np.std(rates, ddof=1) / np.sqrt(len(rates))
+        assert abs(mean - exact) <= 4 * se, (level, mean, exact, se)
+
+
+def test_dlmsvdd_calibrate_save_load(deep, digits, tmp_path):
+    normal, anomalous = digits
+    model = copy.deepcopy(deep)
+    X = np.concatenate([normal[500:600], anomalous[:30]])
+    with pytest.raises(ValueError, match="1 sample.*not labelled normal"):
+        model.calibrate(normal[300:400], y=np.r_[np.ones(99), -1])
+    model.calibrate((normal[300:500] * 255).round().astype(np.uint8))  # raw inputs, through the preprocessing
+    assert (model.n_calibration_, model.calibration_source_) == (200, "calibrate(X_cal)")
+    f_cal = model.dissimilarity((normal[300:500] * 255).round().astype(np.uint8))
+    np.testing.assert_allclose(model.p_values(X), reference_p_values(f_cal, model.dissimilarity(X)), atol=1e-15)
+    model.save(tmp_path / "model.pt")
+    loaded = DLMSVDD.load(tmp_path / "model.pt")
+    np.testing.assert_array_equal(loaded.p_values(X), model.p_values(X))
+    np.testing.assert_array_equal(loaded.predict(X, fdr=0.1), model.predict(X, fdr=0.1))
+    assert (loaded.n_calibration_, loaded.calibration_source_) == (200, "calibrate(X_cal)")
+    # model files written before calibration was kept load without it
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    del state["boundary"]["calibration"]
+    torch.save(state, tmp_path / "old.pt")
+    old = DLMSVDD.load(tmp_path / "old.pt")
+    assert old.n_calibration_ == 0
+    with pytest.raises(ValueError, match="no calibration normals.*calibrate"):
+        old.p_values(X)
+
+
+def test_dlmsvdd_without_validation_normals_refuses_and_points_to_calibrate(digits):
+    normal, _ = digits
+    targets = np.ones(100, int)
+    train = ArrayImages(torch.from_numpy(normal[:100, None]), protocols.Split(np.arange(100), targets))
+    model = DLMSVDD(**DIGITS_PARAMS).fit(train)  # fit(train): no validation set
+    assert model.n_calibration_ == 0 and not hasattr(model, "predict_proba")
+    with pytest.raises(ValueError, match="no calibration normals.*call calibrate"):
+        model.predict(normal[100:110], fdr=0.1)
+    # a dataset with anomalies is no calibration set
+    mixed = ArrayImages(torch.from_numpy(normal[100:130, None]), protocols.Split(np.arange(30), np.r_[np.ones(28, int),
+                                                                                                    -1, -1]))
+    with pytest.raises(ValueError, match="2 sample.*not labelled normal"):
+        model.calibrate(mixed)
+    model.calibrate(normal[100:200])
+    assert model.predict(normal[200:210], fpr=0.05).shape == (10,)
