@@ -304,3 +304,38 @@ def test_dlmsvdd_without_validation_normals_refuses_and_points_to_calibrate(digi
         model.calibrate(mixed)
     model.calibrate(normal[100:200])
     assert model.predict(normal[200:210], fpr=0.05).shape == (10,)
+
+
+def test_cli_score_p_values_and_levels(deep, digits, tmp_path, capsys):
+    from dlmsvdd.cli import main
+
+    normal, anomalous = digits
+    X = np.concatenate([normal[300:400], anomalous[:30]])
+    np.save(tmp_path / "x.npy", X)
+    deep.save(tmp_path / "model.pt")
+
+    def score(*flags):
+        assert main(["score", str(tmp_path / "model.pt"), "--npy", str(tmp_path / "x.npy"), *flags]) == 0
+        rows = capsys.readouterr().out.splitlines()
+        assert rows[0] == "index,target,dissimilarity,p_value,prediction"
+        cells = [row.split(",") for row in rows[1:]]
+        return np.array([c[3] for c in cells], dtype=float), np.array([c[4] for c in cells], dtype=int)
+
+    p, default = score()
+    np.testing.assert_allclose(p, deep.p_values(X), rtol=1e-8)
+    np.testing.assert_array_equal(default, deep.predict(X))
+    np.testing.assert_array_equal(score("--fpr", "0.1")[1], deep.predict(X, fpr=0.1))
+    np.testing.assert_array_equal(score("--fdr", "0.2")[1], deep.predict(X, fdr=0.2))
+    assert main(["score", str(tmp_path / "model.pt"), "--npy", str(tmp_path / "x.npy"), "--fpr", "0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "error: fpr=0.001 is below 1/(n_cal + 1)" in err and "at least 999 calibration normals" in err
+    with pytest.raises(SystemExit):  # argparse: one rule at a time
+        main(["score", str(tmp_path / "model.pt"), "--fpr", "0.1", "--fdr", "0.1"])
+    # a model without calibration normals: the column is blank and the levels are refused, saying why
+    state = torch.load(tmp_path / "model.pt", weights_only=True)
+    del state["boundary"]["calibration"]
+    torch.save(state, tmp_path / "old.pt")
+    assert main(["score", str(tmp_path / "old.pt"), "--npy", str(tmp_path / "x.npy")]) == 0
+    assert all(row.split(",")[3] == "" for row in capsys.readouterr().out.splitlines()[1:])
+    assert main(["score", str(tmp_path / "old.pt"), "--npy", str(tmp_path / "x.npy"), "--fdr", "0.1"]) == 2
+    assert "error: DLMSVDD has no calibration normals" in capsys.readouterr().err

@@ -182,7 +182,7 @@ def test_score_images_refuses_images_of_another_size(tmp_path, capsys):
     assert main(["score", str(run), "--images", str(tmp_path / "notes.png")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main(["score", str(run), "--images", str(tmp_path / "ok.png")]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "file,dissimilarity,prediction"
+    assert capsys.readouterr().out.splitlines()[0] == "file,dissimilarity,p_value,prediction"
 
 
 def test_export_refuses_unknown_formats(trained, tmp_path):

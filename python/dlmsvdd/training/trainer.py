@@ -673,10 +673,16 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         Benjamini-Hochberg flags at that false-discovery rate over ``data``
         (both need calibration normals: see ``p_values``)."""
         self._check_fitted("threshold_")
+        if fpr is not None or fdr is not None:
+            self._calibration()  # refused before scoring, not after
+        return self.decide(self.dissimilarity(data), fpr=fpr, fdr=fdr)
+
+    def decide(self, f, *, fpr=None, fdr=None) -> np.ndarray:
+        """``predict`` on dissimilarities f already computed (the CLI's ``score``)."""
+        self._check_fitted("threshold_")
         if fpr is None and fdr is None:
-            return metrics.predict(self.dissimilarity(data), self.threshold_)
-        calibration = self._calibration()
-        return np.where(calibration.flags(self.dissimilarity(data), fpr=fpr, fdr=fdr), -1, 1)
+            return metrics.predict(f, self.threshold_)
+        return np.where(self._calibration().flags(f, fpr=fpr, fdr=fdr), -1, 1)
 
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
@@ -698,6 +704,12 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         if self.svdd_.calibration_ is None:
             raise conformal.missing(type(self).__name__, " (fit had no validation normals, or the model was saved "
                                                          "before calibration was kept)")
+        return self.svdd_.calibration_
+
+    @property
+    def calibration_(self) -> conformal.Calibration | None:
+        """The calibration normals' dissimilarities (``dlmsvdd_ext.conformal.Calibration``), or None."""
+        self._check_fitted("threshold_")
         return self.svdd_.calibration_
 
     @property
