@@ -2,6 +2,7 @@
 Gaussian normals, anomalies shifted away from them."""
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -339,3 +340,32 @@ def test_cli_score_p_values_and_levels(deep, digits, tmp_path, capsys):
     assert all(row.split(",")[3] == "" for row in capsys.readouterr().out.splitlines()[1:])
     assert main(["score", str(tmp_path / "old.pt"), "--npy", str(tmp_path / "x.npy"), "--fdr", "0.1"]) == 2
     assert "error: DLMSVDD has no calibration normals" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_export_outputs_p_values(fmt, deep, digits, tmp_path):
+    normal, anomalous = digits
+    X = np.concatenate([normal[300:400], anomalous[:30]])[:, None]  # (N, 1, H, W)
+    path = deep.export(tmp_path / "m", format=fmt)
+    if fmt == "onnx":
+        ort = pytest.importorskip("onnxruntime")
+        f, decision, p = ort.InferenceSession(str(path)).run(None, {"images": X})
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit is marked deprecated in torch
+            scorer = torch.jit.load(str(path))
+        f, decision, p = (t.numpy() for t in scorer(torch.from_numpy(X)))
+    assert p.dtype == np.float64
+    np.testing.assert_allclose(p, reference_p_values(deep.calibration_.scores, f), atol=1e-15)
+    # the exported float32 f and DLMSVDD's agree to rounding: p-values then agree but for ties at that rounding
+    assert np.mean(p == deep.p_values(X)) > 0.95
+
+
+def test_export_of_an_uncalibrated_model_gives_nan_p_values(deep, digits, tmp_path):
+    from dlmsvdd.training.export import build_scorer
+
+    normal, _ = digits
+    model = copy.deepcopy(deep)
+    model.svdd_.calibration_ = None
+    f, decision, p = build_scorer(model)(torch.from_numpy(normal[300:310, None]))
+    assert torch.isnan(p).all() and torch.isfinite(f).all()

@@ -344,8 +344,9 @@ def _export(args) -> int:
     path = model.export(output, format=args.format, input_dtype=args.input_dtype)
     kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
     print(f"wrote {path} ({args.format}): input 'images', {model.stored_preprocessing().expects()} (this file: {kind}); "
-          f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
-          f"dissimilarity >= {model.threshold_:.6g})")
+          f"outputs 'dissimilarity' (higher = more anomalous), 'decision' (+1 normal, -1 anomaly: "
+          f"dissimilarity >= {model.threshold_:.6g}) and 'p_value' (conformal, from {model.n_calibration_} "
+          f"calibration normals{'; NaN: none held' if model.calibration_ is None else ''})")
     return 0
 
 

@@ -774,7 +774,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
         """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
-        images in, (dissimilarity, decision) out. format: "onnx" (needs the
+        images in, (dissimilarity, decision, p_value) out (p_value: from the
+        calibration normals, NaN for a model without them). format: "onnx" (needs the
         ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
         input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
         "uint8" (TorchScript takes both, and refuses other dtypes). A float
