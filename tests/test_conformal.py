@@ -307,6 +307,22 @@ def test_dlmsvdd_without_validation_normals_refuses_and_points_to_calibrate(digi
     assert model.predict(normal[200:210], fpr=0.05).shape == (10,)
 
 
+def test_dlmsvdd_dataset_api_calibrates_on_the_validation_sets_normals(digits):
+    """fit(train, val) with anomalies in both: the validation normals calibrate, its anomalies do not."""
+    normal, anomalous = digits
+    images = torch.from_numpy(np.concatenate([normal[:130], anomalous[:20]])[:, None])
+    targets = np.r_[np.ones(130, int), -np.ones(20, int)]
+    rows_train, rows_val = np.r_[0:100, 130:140], np.r_[100:130, 140:150]
+    train = ArrayImages(images, protocols.Split(rows_train, targets[rows_train]))
+    val = ArrayImages(images, protocols.Split(rows_val, targets[rows_val]))
+    model = DLMSVDD(**{**DIGITS_PARAMS, "nu": "auto"}).fit(train, val)
+    assert (model.n_calibration_, model.calibration_source_) == (30, "validation normals")
+    assert model.threshold_rule_ == "validation balanced accuracy"  # the default rule stays
+    X = np.concatenate([normal[200:260], anomalous[100:110]])[:, None]
+    f_cal = model.dissimilarity(images[100:130])
+    np.testing.assert_allclose(model.p_values(X), reference_p_values(f_cal, model.dissimilarity(X)), atol=1e-15)
+
+
 def test_cli_score_p_values_and_levels(deep, digits, tmp_path, capsys):
     from dlmsvdd.cli import main
 
