@@ -78,10 +78,10 @@ class Calibration:
         """True where a sample is flagged as anomalous: p <= fpr, or Benjamini-Hochberg at fdr over the batch."""
         if (fpr is None) == (fdr is None):
             raise ValueError("give one of fpr (false-alarm rate per sample) or fdr (false-discovery rate of the batch)")
+        level = self.check_level(fpr, "fpr") if fpr is not None else self.check_level(fdr, "fdr")
         p = self.p_values(f)
-        if fpr is not None:
-            return p <= self.check_level(fpr, "fpr")
-        level = self.check_level(fdr, "fdr")
+        if fpr is not None or p.size == 0:
+            return p <= level
         return scipy.stats.false_discovery_control(p, method="bh") <= level
 
     def proba(self, f) -> np.ndarray:
