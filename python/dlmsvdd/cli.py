@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
             e.set_defaults(func=_score)
 
     x = sub.add_parser("export", help="write a trained model as one self-contained scorer: raw images in, "
-                                      "dissimilarity and decision out")
+                                      "dissimilarity, decision and conformal p-value out")
     x.add_argument("run", help="run folder or checkpoint file")
     x.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (needs the export extra) or torchscript")
     x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")

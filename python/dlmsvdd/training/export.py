@@ -51,7 +51,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 class Scorer(nn.Module):
-    """Raw images -> (f, decision). What it takes is checked: a dtype other than
+    """Raw images -> (f, decision, p_value). What it takes is checked: a dtype other than
     uint8 or float32 raises (the ONNX graph's input type refuses it); a float
     image with a value outside ``float_range`` or not finite gets f = NaN, and
     an image whose f is not finite (that, or an overflow) the decision -1:
