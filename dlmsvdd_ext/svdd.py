@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import kernels, ops, params
+from . import conformal, kernels, ops, params
 from .dual import DualProblem
 from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
 from .validation import check_features, check_gamma
@@ -134,7 +134,16 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     backend (the spectral maps': the distance in their feature space, see
     ``dissimilarity``); ``score_samples = -f`` (higher =
     more normal); ``decision_function = score_samples - offset_``; ``predict``
-    gives +1 where it is >= 0 (normal), -1 elsewhere.
+    gives +1 where it is >= 0 (normal), -1 elsewhere; ``threshold_rule_``
+    names that rule.
+
+    Conformal decisions (``dlmsvdd_ext.conformal``): ``calibrate(X_cal)`` with
+    normal samples the fit never trained on (a refit forgets them); then
+    ``p_values(X)``, ``predict(X, fpr=...)`` (each normal sample flagged with
+    probability at most fpr), ``predict(X, fdr=...)`` (Benjamini-Hochberg on
+    the batch) and ``predict_proba`` (columns normal, anomaly: p and 1 - p).
+    ``calibration_`` holds the calibration scores; ``n_calibration_`` and
+    ``calibration_source_`` say how many and from where.
     """
 
     _parameter_constraints = params.CONSTRAINTS
@@ -331,6 +340,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         self.r2_, self.rho2_ = boundary.r2, boundary.rho2
         self.b_normal_, self.b_anomaly_ = boundary.b_normal, boundary.b_anomaly
         self.offset_ = -self.r2_  # contamination="radius"; otherwise fit replaces it (_quantile)
+        self.threshold_rule_ = self._rule()
+        self.calibration_ = None  # calibration scores of an earlier boundary mean nothing for this one
         self.n_features_in_ = n_features
         if not result.converged:
             # APG's single step size meets the penalty alpha^q's curvature, which
@@ -368,6 +379,12 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         quantile (that fraction of them falls below it), as IsolationForest does."""
         scores = normal_scores.detach().cpu().numpy() if isinstance(normal_scores, torch.Tensor) else normal_scores
         return float(np.percentile(np.asarray(scores, dtype=np.float64), 100.0 * self.contamination))
+
+    def _rule(self) -> str:
+        """The default rule of predict, from contamination."""
+        if self.contamination == "radius":
+            return "radius"
+        return f"training normals' {1 - self.contamination:g} quantile"
 
     def _warm_alpha(self, t: torch.Tensor):
         if not self.warm_start or not hasattr(self, "alpha_") or not np.array_equal(self.labels_, t.cpu().numpy()):
@@ -431,16 +448,71 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         f, numpy_like = self._scored(X)
         return self._out(-f - self.offset_, numpy_like)
 
-    def predict(self, X):
-        """+1 (normal) where decision_function >= 0, -1 (anomaly) elsewhere."""
+    def predict(self, X, *, fpr=None, fdr=None):
+        """+1 (normal) where decision_function >= 0, -1 (anomaly) elsewhere
+        (``threshold_rule_``). With ``fpr`` (needs ``calibrate``): -1 where the
+        conformal p-value is <= fpr; with ``fdr``: -1 for the samples
+        Benjamini-Hochberg flags at that false-discovery rate over X."""
         f, numpy_like = self._scored(X)
-        labels = torch.where(-f - self.offset_ >= 0, 1, -1)
+        if fpr is None and fdr is None:
+            labels = torch.where(-f - self.offset_ >= 0, 1, -1)
+        else:
+            flags = self._calibration().flags(f, fpr=fpr, fdr=fdr)
+            labels = torch.as_tensor(np.where(flags, -1, 1), device=f.device)
         return self._out(labels, numpy_like)
+
+    # ---- conformal p-values (dlmsvdd_ext.conformal)
+
+    def calibrate(self, X_cal, y=None, *, source: str = "calibrate(X_cal)"):
+        """Keeps the dissimilarities of X_cal, normal samples the fit never
+        trained on (labels y, if given, must all be +1), for p_values and the
+        fpr / fdr decisions. ``source`` is recorded as ``calibration_source_``."""
+        f, _ = self._scored(X_cal)
+        conformal.normal_only(y, f.shape[0])
+        self.calibration_ = conformal.Calibration(f, source)
+        return self
+
+    def _calibration(self) -> conformal.Calibration:
+        check_is_fitted(self, "dual_coef_")
+        if getattr(self, "calibration_", None) is None:
+            raise conformal.missing(type(self).__name__)
+        return self.calibration_
+
+    @property
+    def n_calibration_(self) -> int:
+        """Calibration normals held (0: none)."""
+        check_is_fitted(self, "dual_coef_")
+        return 0 if self.calibration_ is None else self.calibration_.n
+
+    @property
+    def calibration_source_(self) -> str | None:
+        """Where the calibration normals came from (None: none held)."""
+        check_is_fitted(self, "dual_coef_")
+        return None if self.calibration_ is None else self.calibration_.source
+
+    def p_values(self, X) -> np.ndarray:
+        """Conformal p-values, (1 + #{calibration f >= f(x)}) / (n_cal + 1): small = anomalous."""
+        f, _ = self._scored(X)
+        return self._calibration().p_values(f)
+
+    @property
+    def predict_proba(self):
+        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
+        self._calibration()
+        return self._predict_proba
+
+    def _predict_proba(self, X) -> np.ndarray:
+        """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
+        conformal p-value. The anomaly column is the share of calibration
+        normals that score below x: a calibrated rank, not the posterior
+        probability of an anomaly."""
+        f, _ = self._scored(X)
+        return self._calibration().proba(f)
 
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_")
 
     def state_dict(self) -> dict:
         """Hyper-parameters and the fitted boundary: alpha, labels, the support
@@ -456,6 +528,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
             "feature_weights": None if exact else self.feature_weights_.cpu(),
             "backend": None if exact else self.backend_.state_dict(),
             "history": self.history_,
+            "calibration": None if self.calibration_ is None else self.calibration_.state_dict(),
         }
 
     @classmethod
@@ -465,12 +538,14 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         model.stalled_, model.nu_ = False, model.nu
         # States saved before distance_scores_ scored spectral maps with k(x, x) = 1 (their offset_ too): kept.
         model.distance_scores_ = False
+        model.threshold_rule_ = model._rule()  # states saved before it was kept: their contamination's
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()
         model.support_ = state["support"].numpy()
         model.dual_coef_ = state["dual_coef"].to(device)
         model.history_ = state["history"]
+        model.calibration_ = conformal.Calibration.from_state_dict(state.get("calibration"))  # absent: older states
         if state["backend"] is None:
             model.backend_ = kernels.make("exact", model.gamma_)
             model.support_vectors_, model.feature_weights_ = state["support_vectors"].to(device), None

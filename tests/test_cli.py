@@ -50,7 +50,7 @@ def test_train_from_yaml_then_evaluate_and_score(tmp_path, capsys):
 
     assert main(["score", str(out / "model.pt"), "--split", "val", "--output", str(tmp_path / "s.csv")]) == 0
     rows = (tmp_path / "s.csv").read_text().splitlines()
-    assert rows[0] == "index,target,dissimilarity,prediction" and len(rows) - 1 == metrics["task_summary"]["val_normal"] + \
+    assert rows[0] == "index,target,dissimilarity,p_value,prediction" and len(rows) - 1 == metrics["task_summary"]["val_normal"] + \
         metrics["task_summary"]["val_anomalous"]
 
 

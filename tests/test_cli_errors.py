@@ -232,6 +232,10 @@ MODEL_EDITS = {
                                                             "(no 'backbone')"),
     "gamma nan": (lambda s: s["boundary"]["scalars"].update(gamma_=float("nan")),
                   "boundary['scalars']['gamma_'] is nan, not a finite number"),
+    "calibration nan": (lambda s: s["boundary"]["calibration"]["scores"].__setitem__(0, float("nan")),
+                        "boundary['calibration']['scores'] holds NaN or infinite values"),
+    "calibration text": (lambda s: s["boundary"].update(calibration="scores"),
+                         "its boundary is not a complete LpSVDD state"),
 }
 
 

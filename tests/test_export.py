@@ -95,16 +95,16 @@ def test_exported_scores_equal_dissimilarity(backend, trained, task, raw_test, t
 
     onnx_path = model.export(tmp_path / "m.onnx")
     session = ort.InferenceSession(str(onnx_path))
-    f, decision = session.run(None, {"images": raw_test.numpy()})
+    f, decision, _ = session.run(None, {"images": raw_test.numpy()})
     np.testing.assert_allclose(f, reference, rtol=RTOL, atol=ATOL)
     assert f.dtype == np.float32 and decision.dtype == np.int64
     _assert_decisions(decision, reference, model.threshold_, predicted)
 
     scorer = _torchscript(model.export(tmp_path / "m.pt", format="torchscript"))
-    f, decision = scorer(raw_test)
+    f, decision, _ = scorer(raw_test)
     np.testing.assert_allclose(f.numpy(), reference, rtol=RTOL, atol=ATOL)
     _assert_decisions(decision.numpy(), reference, model.threshold_, predicted)
-    f_grey, _ = scorer(raw_test[:, 0])  # grey images may come as (N, H, W)
+    f_grey, _, _ = scorer(raw_test[:, 0])  # grey images may come as (N, H, W)
     np.testing.assert_array_equal(f_grey.numpy(), f.numpy())
 
 
@@ -199,7 +199,7 @@ def test_score_images_refuses_images_of_another_size(tmp_path, capsys):
     assert main(["score", str(run), "--images", str(tmp_path / "notes.png")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert main(["score", str(run), "--images", str(tmp_path / "ok.png")]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "file,dissimilarity,prediction"
+    assert capsys.readouterr().out.splitlines()[0] == "file,dissimilarity,p_value,prediction"
 
 
 def test_export_refuses_unknown_formats(trained, tmp_path):
@@ -253,9 +253,10 @@ def test_unreadable_or_out_of_range_images_are_never_called_normal(fmt, trained,
     images = _spoiled(raw_test)
     path = trained.export(tmp_path / "m", format=fmt)
     if fmt == "onnx":
-        f, decision = ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
+        f, decision, p = ort.InferenceSession(str(path)).run(None, {"images": images.numpy()})
     else:
-        f, decision = (t.numpy() for t in _torchscript(path)(images))
+        f, decision, p = (t.numpy() for t in _torchscript(path)(images))
+    assert np.isnan(p[:5]).all()  # no p-value either
     assert np.isnan(f[:5]).all()  # no number for an image the scorer does not take
     np.testing.assert_array_equal(decision[:5], -1)
     good = images[5:]  # raw images: every entry point preprocesses them
@@ -277,7 +278,7 @@ def test_any_non_finite_dissimilarity_is_an_anomaly(trained):
     scorer.threshold = 1e300
     scripted = torch.jit.script(scorer)
     for images in (torch.zeros(5, 1, 8, 8), torch.zeros(5, 1, 8, 8, dtype=torch.uint8)):
-        f, decision = scripted(images)
+        f, decision, _ = scripted(images)
         assert decision.tolist() == [-1, -1, -1, 1, 1]
 
 

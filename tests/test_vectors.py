@@ -87,12 +87,13 @@ def test_save_load_and_export_parity(fitted, tmp_path):
     assert loaded.preprocessing_ == model.preprocessing_
     f = model.dissimilarity(X)
     scripted = torch.jit.load(str(model.export(tmp_path / "m.pt", format="torchscript")))
-    f_ts, decision = scripted(torch.from_numpy(X).float())
+    f_ts, decision, p_ts = scripted(torch.from_numpy(X).float())
     np.testing.assert_allclose(f_ts.numpy(), f, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(p_ts.numpy(), model.calibration_.p_values(f_ts.numpy()))  # from its validation normals
     np.testing.assert_array_equal(decision.numpy(), model.predict(X))
     ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(str(model.export(tmp_path / "m.onnx")))
-    f_onnx, decision = session.run(None, {"images": X.astype(np.float32)})
+    f_onnx, decision, _ = session.run(None, {"images": X.astype(np.float32)})
     np.testing.assert_allclose(f_onnx, f, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="takes feature vectors"):
         model.export(tmp_path / "u.onnx", input_dtype="uint8")

@@ -298,6 +298,8 @@ def _score(args) -> int:
     out = _output_file(args.output, "--output")
     images = _load_npy(args.npy) if args.npy else None
     model = runs.load_model(args.run, device=args.device)
+    if args.fpr is not None or args.fdr is not None:  # refused before scoring: no calibration, a level out of reach
+        model.decide(np.zeros(0), fpr=args.fpr, fdr=args.fdr)
     files = None
     if args.images:
         if isinstance(model.stored_preprocessing(), VectorPreprocessing):
@@ -313,15 +315,18 @@ def _score(args) -> int:
         if args.root:
             cfg.root = args.root
         f, targets = model.scores(getattr(runs.build_task(cfg), args.split or "test"))
-    predictions = metrics.predict(f, model.threshold_)
+    predictions = model.decide(f, fpr=args.fpr, fdr=args.fdr)
+    # conformal p-values from the model's calibration normals; blank for a model without them
+    p_values = [""] * len(f) if model.calibration_ is None else [f"{p:.9g}" for p in model.calibration_.p_values(f)]
     text = io.StringIO()
     writer = csv.writer(text, lineterminator="\n")
     if files is not None:
-        writer.writerow(["file", "dissimilarity", "prediction"])
-        writer.writerows((str(p), f"{s:.9g}", c) for p, s, c in zip(files, f, predictions))
+        writer.writerow(["file", "dissimilarity", "p_value", "prediction"])
+        writer.writerows((str(p), f"{s:.9g}", pv, c) for p, s, pv, c in zip(files, f, p_values, predictions))
     else:
-        writer.writerow(["index", "target", "dissimilarity", "prediction"])
-        writer.writerows((i, t, f"{s:.9g}", c) for i, (t, s, c) in enumerate(zip(targets, f, predictions)))
+        writer.writerow(["index", "target", "dissimilarity", "p_value", "prediction"])
+        writer.writerows((i, t, f"{s:.9g}", pv, c) for i, (t, s, pv, c) in enumerate(zip(targets, f, p_values,
+                                                                                           predictions)))
     if out is not None:
         _write(out, text.getvalue(), "--output")
     else:
@@ -341,8 +346,9 @@ def _export(args) -> int:
     path = model.export(output, format=args.format, input_dtype=args.input_dtype)
     kind = "uint8 or float32" if args.format == "torchscript" else args.input_dtype
     print(f"wrote {path} ({args.format}): input 'images', {model.stored_preprocessing().expects()} (this file: {kind}); "
-          f"outputs 'dissimilarity' (higher = more anomalous) and 'decision' (+1 normal, -1 anomaly: "
-          f"dissimilarity >= {model.threshold_:.6g})")
+          f"outputs 'dissimilarity' (higher = more anomalous), 'decision' (+1 normal, -1 anomaly: "
+          f"dissimilarity >= {model.threshold_:.6g}) and 'p_value' (conformal, from {model.n_calibration_} "
+          f"calibration normals{'; NaN: none held' if model.calibration_ is None else ''})")
     return 0
 
 
@@ -480,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_report)
 
     for name, text in (("evaluate", "metrics of a trained model on a split of its task"),
-                       ("score", "per-sample dissimilarity and prediction as CSV")):
+                       ("score", "per-sample dissimilarity, conformal p-value and prediction as CSV")):
         e = sub.add_parser(name, help=text)
         e.add_argument("run", help="run folder or checkpoint file")
         e.add_argument("--split", choices=("train", "val", "test"), help="the split of the model's task (default: test)")
@@ -501,10 +507,17 @@ def build_parser() -> argparse.ArgumentParser:
                                help="score image files (PNG, JPEG, ...; folders searched recursively) through "
                                     "the preprocessing the model was trained with")
             e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
+            rule = e.add_mutually_exclusive_group()
+            rule.add_argument("--fpr", type=float, metavar="LEVEL",
+                              help="predict by conformal p-value <= LEVEL: each normal sample is flagged with "
+                                   "probability at most LEVEL (default: the model's threshold)")
+            rule.add_argument("--fdr", type=float, metavar="LEVEL",
+                              help="predict by Benjamini-Hochberg over the samples scored: the expected share of "
+                                   "normal samples among those flagged is at most LEVEL")
             e.set_defaults(func=_score)
 
     x = sub.add_parser("export", help="write a trained model as one self-contained scorer: raw images in, "
-                                      "dissimilarity and decision out")
+                                      "dissimilarity, decision and conformal p-value out")
     x.add_argument("run", help="run folder or checkpoint file")
     x.add_argument("--format", choices=FORMATS, default="onnx", help="onnx (needs the export extra) or torchscript")
     x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")

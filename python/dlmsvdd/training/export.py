@@ -1,5 +1,5 @@
 """A trained DLMSVDD as one self-contained scorer for deployment: raw images
-in, (dissimilarity, decision) out, written as ONNX or TorchScript.
+in, (dissimilarity, decision, p_value) out, written as ONNX or TorchScript.
 
 The scorer holds the preprocessing the model was trained with
 (``dlmsvdd.data.preprocessing.Preprocess``: shape check, uint8 scaling,
@@ -13,9 +13,13 @@ Input: raw images, uint8 (0-255) or float32 in [0, 1] (the ONNX graph takes
 the one ``input_dtype`` names, TorchScript both; other dtypes are refused).
 Outputs: ``dissimilarity`` f(x) (float32, higher = more anomalous) and
 ``decision`` (int64: +1 normal, -1 anomaly, f >= threshold compared in float64
-as ``DLMSVDD.predict``). An image it cannot read is never called normal: a
-float image with a value outside the record's ``float_range`` ([0, 1]) or not
-finite gets f = NaN, and any image whose f is not finite decision -1.
+as ``DLMSVDD.predict``) and ``p_value`` (float64: the conformal p-value
+``(1 + #{calibration f >= f}) / (n_cal + 1)`` from the model's calibration
+normals, which the scorer holds; NaN where f is not finite, and everywhere for
+a model without calibration normals). An image it cannot read is never called
+normal: a float image with a value outside the record's ``float_range``
+([0, 1]) or not finite gets f = NaN, and any image whose f is not finite
+decision -1.
 """
 
 from __future__ import annotations
@@ -47,21 +51,33 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 class Scorer(nn.Module):
-    """Raw images -> (f, decision). What it takes is checked: a dtype other than
+    """Raw images -> (f, decision, p_value). What it takes is checked: a dtype other than
     uint8 or float32 raises (the ONNX graph's input type refuses it); a float
     image with a value outside ``float_range`` or not finite gets f = NaN, and
     an image whose f is not finite (that, or an overflow) the decision -1:
     an unreadable image is never called normal."""
 
     def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float,
-                 expects: str, float_range: tuple[float, float]):
+                 expects: str, float_range: tuple[float, float], calibration: torch.Tensor | None = None):
         super().__init__()
         self.preprocess, self.network, self.boundary = preprocess, network, boundary
         self.threshold = float(threshold)
         self.expects = expects
         self.low, self.high = (float(v) for v in float_range)
+        self.calibrated = calibration is not None
+        self.register_buffer("calibration", torch.zeros(0, dtype=torch.float64) if calibration is None
+                             else calibration.to(torch.float64).reshape(-1))
 
-    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def p_values(self, f: torch.Tensor) -> torch.Tensor:
+        """Conformal p-values of f (a count against every calibration score: n_cal is small)."""
+        at_least = (self.calibration[None, :] >= f.double()[:, None]).sum(1).double()
+        p = (1.0 + at_least) / (self.calibration.shape[0] + 1.0)
+        usable = torch.isfinite(f)
+        if not self.calibrated:  # no calibration normals: no p-value
+            usable = torch.zeros_like(usable)
+        return torch.where(usable, p, torch.full_like(p, float("nan")))
+
+    def forward(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if images.dtype != torch.uint8 and images.dtype != torch.float32:  # static in an ONNX graph
             raise ValueError("got images of dtype " + _dtype_name(images.dtype) + "; the model expects "
                              + self.expects + " (dtype uint8 or float32)")
@@ -70,15 +86,16 @@ class Scorer(nn.Module):
             taken = ((images >= self.low) & (images <= self.high)).flatten(1).all(1)
             f = torch.where(taken, f, torch.full_like(f, float("nan")))
         normal = torch.isfinite(f) & (f.double() < self.threshold)
-        return f, 2 * normal.long() - 1
+        return f, 2 * normal.long() - 1, self.p_values(f)
 
 
 def build_scorer(model) -> Scorer:
     """The scorer of a fitted DLMSVDD, in eval mode on the CPU."""
     spec = model.stored_preprocessing()
     network = copy.deepcopy(model.network_).cpu()
+    calibration = None if model.calibration_ is None else torch.from_numpy(model.calibration_.scores)
     scorer = Scorer(spec.module(), network, PortableBoundary(model.svdd_), model.threshold_, spec.expects(),
-                    spec.float_range)
+                    spec.float_range, calibration)
     return scorer.eval().requires_grad_(False)
 
 
@@ -87,7 +104,9 @@ def metadata(model, input_dtype: str) -> dict:
     spec = model.stored_preprocessing()
     return {"producer": f"dlmsvdd {dlmsvdd_ext.__version__}", "input": spec.expects(), "input_dtype": input_dtype,
             "outputs": "dissimilarity (float32, higher = more anomalous; NaN: an image it cannot read), "
-                       "decision (int64: +1 normal, -1 anomaly or unreadable)",
+                       "decision (int64: +1 normal, -1 anomaly or unreadable), "
+                       "p_value (float64, conformal; NaN: unreadable, or a model without calibration normals)",
+            "n_calibration": str(0 if model.calibration_ is None else model.calibration_.n),
             "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
             "backend": model.config.backend}
 
@@ -121,7 +140,7 @@ def _onnx(scorer: Scorer, example: torch.Tensor, path: Path, meta: dict, any_siz
         dims.update({2: torch.export.Dim("height"), 3: torch.export.Dim("width")})
     with torch.no_grad():
         program = torch.onnx.export(scorer, (example,), input_names=["images"],
-                                    output_names=["dissimilarity", "decision"], dynamic_shapes=({**dims},),
+                                    output_names=["dissimilarity", "decision", "p_value"], dynamic_shapes=({**dims},),
                                     dynamo=True, external_data=False, verbose=False)
     proto = program.model_proto
     proto.doc_string = "DLM-SVDD anomaly scorer: " + meta["input"]

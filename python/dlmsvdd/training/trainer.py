@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
 import dlmsvdd_ext
-from dlmsvdd_ext import LpSVDD
+from dlmsvdd_ext import LpSVDD, conformal
 
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
@@ -146,6 +146,12 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     Parameters are the fields of ``TrainConfig`` (``get_params``/``set_params``
     as in scikit-learn), given as a config, as keywords, or both.
+
+    Conformal decisions: after fit the model is calibrated on the validation
+    normals (``calibration_source_``, ``n_calibration_``; ``calibrate`` with
+    other normal data replaces them); ``p_values``, ``predict(X, fpr=...)``,
+    ``predict(X, fdr=...)`` and ``predict_proba`` use them (see
+    ``dlmsvdd_ext.conformal``). Saved with the model.
 
     ``threshold_rule_`` says how the threshold was set (``_threshold``): the validation threshold of maximal
     balanced accuracy when validation has both classes; otherwise the
@@ -533,6 +539,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         f_val, t_val = self.scores(val) if val is not None else (None, None)
         self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._gathered_scores(
             feats, targets, len(train)))
+        if f_val is not None and (t_val > 0).any():  # held out of training: the default calibration set
+            self.svdd_.calibration_ = conformal.Calibration(f_val[t_val > 0], "validation normals")
 
     def _threshold(self, f_val, t_val, train_scores) -> tuple[float, str]:
         """The decision threshold on f and its rule (see the class docstring);
@@ -633,10 +641,84 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         self._check_fitted("threshold_")
         return -self.threshold_
 
-    def predict(self, data) -> np.ndarray:
-        """+1 normal (f below ``threshold_``), -1 anomaly."""
+    def predict(self, data, *, fpr=None, fdr=None) -> np.ndarray:
+        """+1 normal (f below ``threshold_``), -1 anomaly. With ``fpr``: -1 where
+        the conformal p-value is <= fpr (each normal sample flagged with
+        probability at most fpr); with ``fdr``: -1 for the samples
+        Benjamini-Hochberg flags at that false-discovery rate over ``data``
+        (both need calibration normals: see ``p_values``)."""
         self._check_fitted("threshold_")
-        return metrics.predict(self.dissimilarity(data), self.threshold_)
+        if fpr is not None or fdr is not None:
+            self._calibration()  # refused before scoring, not after
+        return self.decide(self.dissimilarity(data), fpr=fpr, fdr=fdr)
+
+    def decide(self, f, *, fpr=None, fdr=None) -> np.ndarray:
+        """``predict`` on dissimilarities f already computed (the CLI's ``score``)."""
+        self._check_fitted("threshold_")
+        if fpr is None and fdr is None:
+            return metrics.predict(f, self.threshold_)
+        return np.where(self._calibration().flags(f, fpr=fpr, fdr=fdr), -1, 1)
+
+    # ---- conformal p-values (dlmsvdd_ext.conformal)
+
+    def calibrate(self, data, y=None) -> "DLMSVDD":
+        """Replaces the calibration normals (by default the validation normals
+        of fit) with ``data``: normal samples the model never trained on, an
+        array of raw inputs (labels y, if given, all +1) or a dataset whose
+        targets are all +1. p_values and the fpr / fdr decisions use them."""
+        self._check_fitted("threshold_")
+        if y is not None and not is_array(data):
+            raise ValueError("calibrate(dataset) takes the dataset's targets; labels y go with an array X")
+        f, targets = self.scores(data)
+        conformal.normal_only(targets if y is None else y, len(f))
+        self.svdd_.calibration_ = conformal.Calibration(f, "calibrate(X_cal)")
+        return self
+
+    def _calibration(self) -> conformal.Calibration:
+        self._check_fitted("threshold_")
+        if self.svdd_.calibration_ is None:
+            raise conformal.missing(type(self).__name__, " (fit had no validation normals, or the model was saved "
+                                                         "before calibration was kept)")
+        return self.svdd_.calibration_
+
+    @property
+    def calibration_(self) -> conformal.Calibration | None:
+        """The calibration normals' dissimilarities (``dlmsvdd_ext.conformal.Calibration``), or None."""
+        self._check_fitted("threshold_")
+        return self.svdd_.calibration_
+
+    @property
+    def n_calibration_(self) -> int:
+        """How many calibration normals the p-values use (0: none)."""
+        self._check_fitted("threshold_")
+        return self.svdd_.n_calibration_
+
+    @property
+    def calibration_source_(self) -> str | None:
+        """Where the calibration normals came from: "validation normals", "calibrate(X_cal)" or None."""
+        self._check_fitted("threshold_")
+        return self.svdd_.calibration_source_
+
+    def p_values(self, data) -> np.ndarray:
+        """Conformal p-values (1 + #{calibration f >= f(x)}) / (n_cal + 1), small =
+        anomalous; valid when the calibration normals and new normal samples are
+        exchangeable. The default calibration set, the validation normals, also
+        chose the best epoch (and, with labelled anomalies, the threshold): a
+        mild selection effect; ``calibrate`` with fresh normals removes it."""
+        return self._calibration().p_values(self.dissimilarity(data))
+
+    @property
+    def predict_proba(self):
+        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
+        self._calibration()
+        return self._predict_proba
+
+    def _predict_proba(self, data) -> np.ndarray:
+        """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
+        conformal p-value. The anomaly column is the share of calibration
+        normals scoring below the sample: a calibrated rank among normal data,
+        not the posterior probability of an anomaly."""
+        return self._calibration().proba(self.dissimilarity(data))
 
     def fit_predict(self, X, y=None) -> np.ndarray:
         """fit, then +1 / -1 for the training data passed (an array's every row, or the training dataset)."""
@@ -673,7 +755,8 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
         """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
-        images in, (dissimilarity, decision) out. format: "onnx" (needs the
+        images in, (dissimilarity, decision, p_value) out (p_value: from the
+        calibration normals, NaN for a model without them). format: "onnx" (needs the
         ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
         input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
         "uint8" (TorchScript takes both, and refuses other dtypes). A float

@@ -1,0 +1,131 @@
+"""Conformal p-values and the decisions they give, with error-rate guarantees.
+
+Calibration: the dissimilarities f of normal samples the fit never trained on.
+A new sample's p-value is ``(1 + #{f_cal >= f(x)}) / (n_cal + 1)`` (Bates,
+Candes, Lei, Romano, Sesia, "Testing for outliers with conformal p-values",
+Ann. Statist. 2023). When the calibration normals and a new normal sample are
+exchangeable, P(p <= level) <= level for every level, in finite samples:
+
+* ``fpr``: flag p <= fpr; each normal sample is flagged with probability at
+  most fpr (marginal over the calibration draw).
+* ``fdr``: Benjamini-Hochberg on a batch's p-values; the expected share of
+  normal samples among the flagged ones is at most fdr (the conformal p-values
+  of one batch share the calibration set, and are positively dependent, PRDS,
+  which BH needs: see the paper).
+
+Both estimators (``dlmsvdd_ext.LpSVDD``, ``dlmsvdd.DLMSVDD``) keep a
+``Calibration`` and hand it the dissimilarities they compute.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.stats
+import torch
+
+
+def _scores(values, name: str) -> np.ndarray:
+    """Dissimilarities as a 1-D float64 array of finite values."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    scores = np.asarray(values, dtype=np.float64).ravel()
+    if not np.isfinite(scores).all():
+        raise ValueError(f"{name} holds NaN or infinite scores")
+    return scores
+
+
+class Calibration:
+    """The calibration normals' dissimilarities (sorted, float64) and where they came from."""
+
+    def __init__(self, scores, source: str):
+        scores = _scores(scores, "the calibration set")
+        if scores.size == 0:
+            raise ValueError("the calibration set is empty: calibrate with normal samples the fit never trained on")
+        self.scores = np.sort(scores)
+        self.source = str(source)
+
+    @property
+    def n(self) -> int:
+        return int(self.scores.size)
+
+    @property
+    def min_level(self) -> float:
+        """The smallest p-value there is, 1 / (n + 1): no conformal test reaches a lower level."""
+        return 1.0 / (self.n + 1)
+
+    def p_values(self, f) -> np.ndarray:
+        """(1 + #{calibration scores >= f}) / (n + 1) for each f (higher f = more anomalous)."""
+        f = _scores(f, "X")
+        at_least = self.n - np.searchsorted(self.scores, f, side="left")  # scores >= f: the sorted tail
+        return (1.0 + at_least) / (self.n + 1)
+
+    def check_level(self, level, name: str) -> float:
+        """A level in (0, 1) that this calibration set can reach, or a ValueError saying what it needs."""
+        try:
+            value = float(level)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a number in (0, 1), got {level!r}") from None
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} must be in (0, 1), got {level!r}")
+        if value < self.min_level:
+            needed = int(np.ceil(1.0 / value)) - 1
+            raise ValueError(f"{name}={value:g} is below 1/(n_cal + 1) = {self.min_level:.3g}, the smallest p-value "
+                             f"{self.n} calibration samples can give, so no sample could ever be flagged; a level "
+                             f"of {value:g} needs at least {needed} calibration normals (calibrate with more)")
+        return value
+
+    def flags(self, f, fpr=None, fdr=None) -> np.ndarray:
+        """True where a sample is flagged as anomalous: p <= fpr, or Benjamini-Hochberg at fdr over the batch."""
+        if (fpr is None) == (fdr is None):
+            raise ValueError("give one of fpr (false-alarm rate per sample) or fdr (false-discovery rate of the batch)")
+        level = self.check_level(fpr, "fpr") if fpr is not None else self.check_level(fdr, "fdr")
+        p = self.p_values(f)
+        if fpr is not None or p.size == 0:
+            return p <= level
+        return scipy.stats.false_discovery_control(p, method="bh") <= level
+
+    def proba(self, f) -> np.ndarray:
+        """PyOD's predict_proba columns (normal, anomaly): (p, 1 - p). The anomaly
+        column is 1 - the conformal p-value, the share of calibration normals
+        scoring below f (ties aside): a rank among normal data, not the
+        posterior probability that the sample is an anomaly."""
+        p = self.p_values(f)
+        return np.column_stack([p, 1.0 - p])
+
+    def state_dict(self) -> dict:
+        return {"scores": torch.as_tensor(self.scores, dtype=torch.float64), "source": self.source}
+
+    @classmethod
+    def from_state_dict(cls, state: dict | None) -> "Calibration | None":
+        """The calibration a state holds; None for no calibration (and states saved before they were kept)."""
+        if state is None:
+            return None
+        return cls(state["scores"], state["source"])
+
+
+def normal_only(y, n: int) -> None:
+    """Calibration labels, if given, must all be +1: a labelled anomaly among the
+    calibration normals would make every p-value too large (decisions too lenient)."""
+    if y is None:
+        return
+    labels = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    if labels.shape != (n,):
+        raise ValueError(f"y must hold one label per calibration sample ({n}), got shape {labels.shape}")
+    anomalies = int(np.count_nonzero(labels != 1))
+    if anomalies:
+        raise ValueError(f"the calibration set holds {anomalies} sample(s) not labelled normal (+1): conformal "
+                         "p-values need normal samples only; leave the anomalies out of the calibration set")
+
+
+class NotCalibrated(ValueError, AttributeError):
+    """A model without calibration normals asked for p-values. An AttributeError
+    too (as scikit-learn's NotFittedError), so that ``hasattr(model,
+    "predict_proba")`` is False until the model is calibrated, as scikit-learn's
+    ``available_if`` methods are (its generic checks call predict_proba where
+    hasattr says it exists)."""
+
+
+def missing(model_name: str, why: str = "") -> NotCalibrated:
+    """The refusal when a model has no calibration set."""
+    return NotCalibrated(f"{model_name} has no calibration normals{why}: call calibrate(X_cal) with normal samples "
+                      "the fit never trained on to get p-values, fpr/fdr decisions and predict_proba")
