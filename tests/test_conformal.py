@@ -10,7 +10,6 @@ import scipy.stats
 import torch
 
 from dlmsvdd import DLMSVDD, protocols
-from dlmsvdd.training.trainer import ArrayImages
 from dlmsvdd_ext import LpSVDD
 from dlmsvdd_ext.conformal import Calibration
 
@@ -293,13 +292,13 @@ def test_dlmsvdd_calibrate_save_load(deep, digits, tmp_path):
 def test_dlmsvdd_without_validation_normals_refuses_and_points_to_calibrate(digits):
     normal, _ = digits
     targets = np.ones(100, int)
-    train = ArrayImages(torch.from_numpy(normal[:100, None]), protocols.Split(np.arange(100), targets))
+    train = protocols.SplitRows(torch.from_numpy(normal[:100, None]), protocols.Split(np.arange(100), targets))
     model = DLMSVDD(**DIGITS_PARAMS).fit(train)  # fit(train): no validation set
     assert model.n_calibration_ == 0 and not hasattr(model, "predict_proba")
     with pytest.raises(ValueError, match="no calibration normals.*call calibrate"):
         model.predict(normal[100:110], fdr=0.1)
     # a dataset with anomalies is no calibration set
-    mixed = ArrayImages(torch.from_numpy(normal[100:130, None]), protocols.Split(np.arange(30), np.r_[np.ones(28, int),
+    mixed = protocols.SplitRows(torch.from_numpy(normal[100:130, None]), protocols.Split(np.arange(30), np.r_[np.ones(28, int),
                                                                                                     -1, -1]))
     with pytest.raises(ValueError, match="2 sample.*not labelled normal"):
         model.calibrate(mixed)
@@ -313,8 +312,8 @@ def test_dlmsvdd_dataset_api_calibrates_on_the_validation_sets_normals(digits):
     images = torch.from_numpy(np.concatenate([normal[:130], anomalous[:20]])[:, None])
     targets = np.r_[np.ones(130, int), -np.ones(20, int)]
     rows_train, rows_val = np.r_[0:100, 130:140], np.r_[100:130, 140:150]
-    train = ArrayImages(images, protocols.Split(rows_train, targets[rows_train]))
-    val = ArrayImages(images, protocols.Split(rows_val, targets[rows_val]))
+    train = protocols.SplitRows(images, protocols.Split(rows_train, targets[rows_train]))
+    val = protocols.SplitRows(images, protocols.Split(rows_val, targets[rows_val]))
     model = DLMSVDD(**{**DIGITS_PARAMS, "nu": "auto"}).fit(train, val)
     assert (model.n_calibration_, model.calibration_source_) == (30, "validation normals")
     assert model.threshold_rule_ == "validation balanced accuracy"  # the default rule stays
