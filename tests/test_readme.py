@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import numpy as np
+
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
 
@@ -27,6 +29,17 @@ def test_array_api_example():
 
     assert metrics.auroc(y[held_out], model.dissimilarity(X[held_out])) > 0.9
     assert model.decision_scores_.shape == (scope["train"].sum(),)
+
+
+def test_feature_vectors_example():
+    scope = {}
+    exec(_python_block("## Feature vectors: tables and embeddings"), scope)
+    from dlmsvdd import metrics
+
+    held_out = ~scope["train"]
+    targets = np.where(scope["benign"][held_out] == 1, 1, -1)
+    assert metrics.auroc(targets, scope["f"]) > 0.9
+    assert scope["model"].training_params_["backbone"] == "mlp"
 
 
 def test_lpsvdd_example():

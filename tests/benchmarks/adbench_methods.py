@@ -72,7 +72,12 @@ def _deepod(class_name: str):
         except ImportError as e:
             raise MethodSkipped("deepod is not installed (pip install 'dlmsvdd[adbench]')") from e
         model = getattr(tabular, class_name)(epochs=DEEPOD_EPOCHS, device="cpu", verbose=0, random_state=seed)
-        model.fit(X.astype(np.float32), s)
+        try:
+            model.fit(X.astype(np.float32), s)
+        except ValueError as e:  # PReNet draws pairs of labelled anomalies without replacement
+            if "larger sample than population" not in str(e):
+                raise
+            raise MethodSkipped(f"deepod's {class_name} cannot fit {int(s.sum())} labelled anomalies ({e})") from e
         return lambda Z: model.decision_function(Z.astype(np.float32))
     return method
 
@@ -108,6 +113,7 @@ METHODS = {
     "XGBoost (defaults, labelled vs unlabelled)": xgboost,
     f"Deep SAD (deepod {_version('deepod')}, {DEEPOD_EPOCHS} epochs)": _deepod("DeepSAD"),
     f"DevNet (deepod {_version('deepod')}, {DEEPOD_EPOCHS} epochs)": _deepod("DevNet"),
+    f"PReNet (deepod {_version('deepod')}, {DEEPOD_EPOCHS} epochs)": _deepod("PReNet"),
 }
 
 
