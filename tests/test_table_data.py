@@ -121,3 +121,25 @@ def test_cli_trains_scores_and_exports_a_table(tmp_path, capsys):
     assert main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--epochs", "1",
                  "--output", str(tmp_path / "bad")]) == 2
     assert "no label column 'label'" in capsys.readouterr().err
+
+
+def test_a_table_run_stopped_mid_way_resumes_to_the_uninterrupted_result(tmp_path):
+    """Checkpoints and resume work for vectors as for images: stopped after epoch 2 and resumed, the
+    run ends with the same weights and scores as the run left alone."""
+    X, y = _table()
+    np.savez(tmp_path / "t.npz", X=X, y=y)
+    task = make_table_task(tmp_path / "t.npz", labelled_fraction=0.25, seed=1)
+    settings = dict(epochs=5, verbose=0, seed=1)
+    whole = DLMSVDD(**settings).fit(task.train, task.val)
+
+    def stop(row):
+        if row["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        DLMSVDD(**settings).fit(task.train, task.val, checkpoint=tmp_path / "state.pt", callback=stop)
+    resumed = DLMSVDD(**settings).fit(task.train, task.val, checkpoint=tmp_path / "state.pt", resume=True)
+    for key, value in whole.network_.state_dict().items():
+        assert torch.equal(resumed.network_.state_dict()[key], value), key
+    np.testing.assert_array_equal(resumed.dissimilarity(task.test), whole.dissimilarity(task.test))
+    assert resumed.threshold_ == whole.threshold_
