@@ -143,3 +143,22 @@ def test_a_table_run_stopped_mid_way_resumes_to_the_uninterrupted_result(tmp_pat
         assert torch.equal(resumed.network_.state_dict()[key], value), key
     np.testing.assert_array_equal(resumed.dissimilarity(task.test), whole.dissimilarity(task.test))
     assert resumed.threshold_ == whole.threshold_
+
+
+def test_a_sweep_and_its_report_over_a_table(tmp_path):
+    """Sweeps and reports take table runs as they take image runs: a grid over seeds and labelled
+    fractions, every task done, re-running skips them, the report tables them."""
+    from dlmsvdd.experiments.sweep import Sweep, run_sweep
+
+    X, y = _table()
+    np.savez(tmp_path / "t.npz", X=X, y=y)
+    sweep = Sweep({"data": "table", "path": str(tmp_path / "t.npz"), "epochs": 1, "verbose": 0},
+                  {"seed": [0, 1], "labelled_fraction": [0.05, 0.25]})
+    records = run_sweep(sweep, tmp_path / "sweep", progress=False)
+    assert [r["status"] for r in records] == ["done"] * 4
+    assert all(r["resolved"]["backbone"] == "mlp" and r["test"]["auroc"] > 0.8 for r in records)
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").glob("*/result.json")}
+    run_sweep(sweep, tmp_path / "sweep", progress=False)  # nothing left to do
+    assert stamps == {p: p.stat().st_mtime_ns for p in (tmp_path / "sweep").glob("*/result.json")}
+    assert main(["report", str(tmp_path / "sweep"), "--output", str(tmp_path / "report")]) == 0
+    assert any((tmp_path / "report").iterdir())
