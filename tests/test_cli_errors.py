@@ -323,8 +323,9 @@ def test_a_yaml_alias_bomb_is_refused_wherever_it_is(section, tmp_path):
     refused. Run as a process of its own, so that the old behaviour fails the test instead of hanging it."""
     config = tmp_path / "bomb.yaml"
     config.write_text(f"{section}:\n{_alias_bomb()}")
+    # cwd outside the source tree, whose dlmsvdd_ext has no compiled module (an installed package's has)
     done = subprocess.run([sys.executable, "-m", "dlmsvdd", "train", "--config", str(config), "--output",
-                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     expected = ("extra holds more than 65536 values and characters (repeated YAML aliases count each time they are "
                 "used)" if section == "extra" else "unknown configuration keys ['nope']")
