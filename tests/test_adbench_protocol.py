@@ -73,3 +73,20 @@ def test_large_sets_are_subsampled_without_replacement(monkeypatch):
     task = protocol.make_task(X, y, seed=0, la=0.25)
     assert len(task.y_train) + len(task.y_test) == 100
     assert len(np.unique(np.r_[task.X_train, task.X_test][:, 0])) == 100
+
+
+def test_validation_task_uses_training_rows_only_and_keeps_every_label():
+    X, y = constructed(n_normal=360, n_anomaly=40)
+    task = protocol.make_task(X, y, seed=3, la=0.25)
+    inner = protocol.validation_task(task)
+    train_rows = {r.tobytes() for r in task.X_train}
+    inner_rows = [r.tobytes() for r in np.r_[inner.X_train, inner.X_test]]
+    assert set(inner_rows) == train_rows and len(inner_rows) == len(train_rows)  # a partition, no test row
+    assert inner.labelled.sum() == task.labelled.sum()  # every labelled anomaly is a fit row
+    assert np.all(inner.y_train[inner.labelled] == 1)
+    # the held-out rows are unlabelled training rows, stratified: the 70/30 split of 252 normals and 21 anomalies
+    n_unlabelled_anomalies = int(task.y_train.sum() - task.labelled.sum())
+    assert len(inner.y_test) == math.ceil(0.3 * (~task.labelled).sum())
+    assert abs(inner.y_test.sum() - 0.3 * n_unlabelled_anomalies) <= 1
+    again = protocol.validation_task(task)
+    assert np.array_equal(again.X_test, inner.X_test)  # seeded by the task's seed

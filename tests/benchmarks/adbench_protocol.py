@@ -184,3 +184,20 @@ def write_json(records: list[dict], summary_: dict, meta: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": meta, "summary": summary_, "records": records}, indent=1))
     return path
+
+
+VALIDATION_SIZE = 0.3
+
+
+def validation_task(task: Task) -> Task:
+    """A task made of ``task``'s training rows only, for choosing hyper-parameters without the
+    test split: the unlabelled training rows split 70/30 (stratified by their truth) into fit
+    and validation rows; every labelled anomaly stays in the fit rows, as a method would use it.
+    Validation AUROC is against the truth of the held-out unlabelled rows: the development data's
+    own labels, never its test rows."""
+    unlabelled = np.flatnonzero(~task.labelled)
+    fit_rows, val_rows = train_test_split(unlabelled, test_size=VALIDATION_SIZE, stratify=task.y_train[unlabelled],
+                                          shuffle=True, random_state=task.seed)
+    fit_rows = np.sort(np.r_[fit_rows, np.flatnonzero(task.labelled)])
+    return Task(task.name, task.seed, task.la, task.X_train[fit_rows], task.labelled[fit_rows],
+                task.y_train[fit_rows], task.X_train[val_rows], task.y_train[val_rows])

@@ -1,0 +1,73 @@
+"""How LpSVDD's defaults with labelled anomalies are chosen (issue 28): nu and the "local"
+bandwidth scale on the ADBench development sets, scored on validation rows held out of each
+task's training rows (``adbench_protocol.validation_task``), never on its test rows.
+
+Every (nu, scale) of GRID is fitted on the fit rows of every (set, seed, la) task and scored by
+AUROC on the held-out unlabelled training rows; the chosen pair has the best mean validation
+AUROC over all tasks. ``svdd.NU_WITH_ANOMALIES`` and ``svdd.LOCAL_GAMMA_SCALE`` hold the choice;
+``test_bench_adbench_selection.py`` re-runs the study and checks that they still are its argmax.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from dlmsvdd_ext import LpSVDD, ops
+from dlmsvdd_ext.svdd import MEDIAN_SAMPLES
+
+from benchmarks import adbench_protocol as protocol
+from benchmarks.adbench_methods import _targets
+
+NUS = (1.2, 2.0, 5.0, 10.0, 20.0)
+GAMMA_SCALES = (1.0, 3.0, 10.0, 30.0)
+GRID = tuple(itertools.product(NUS, GAMMA_SCALES))
+
+
+def candidate(nu: float, scale: float):
+    """LpSVDD with labels at nu and gamma = scale / median squared distance: the "local" rule
+    with ``scale`` in place of LOCAL_GAMMA_SCALE (the same median estimate as ``fit``'s)."""
+    def method(X, s, seed):
+        gamma = scale / ops.median_sq_distance(X, max_samples=MEDIAN_SAMPLES, seed=seed)
+        model = LpSVDD(nu=nu, gamma=gamma, random_state=seed).fit(X, _targets(s))
+        return model.dissimilarity
+    return method
+
+
+def run(sets, seeds, las, log=print) -> list[dict]:
+    """One record per (set, seed, la, nu, scale): validation AUROC on the task's training rows."""
+    records = []
+    for name in sets:
+        X, y = protocol.load(name)
+        for seed, la in itertools.product(seeds, las):
+            inner = protocol.validation_task(protocol.make_task(X, y, seed, la, name))
+            for nu, scale in GRID:
+                result = protocol.run_method(candidate(nu, scale), inner)
+                records.append({"set": name, "seed": seed, "la": la, "nu": nu, "scale": scale, **result})
+            if log:
+                best = max(records[-len(GRID):], key=lambda r: r["auroc"])
+                log(f"{name} seed {seed} la {la}: best nu {best['nu']} scale {best['scale']} "
+                    f"({best['auroc']:.4f})")
+    return records
+
+
+def mean_auroc(records: list[dict]) -> dict:
+    """(nu, scale) -> mean validation AUROC over every task (non-finite scores count as 0.5)."""
+    return {(nu, scale): float(np.mean([np.nan_to_num(r["auroc"], nan=0.5) for r in records
+                                        if r["nu"] == nu and r["scale"] == scale]))
+            for nu, scale in GRID}
+
+
+def chosen(records: list[dict]) -> tuple[float, float]:
+    means = mean_auroc(records)
+    return max(means, key=means.get)
+
+
+def table(records: list[dict]) -> str:
+    """Mean validation AUROC: a row per nu, a column per scale."""
+    means = mean_auroc(records)
+    lines = ["| nu \\ scale | " + " | ".join(f"{s:g}" for s in GAMMA_SCALES) + " |",
+             "|---" * (len(GAMMA_SCALES) + 1) + "|"]
+    lines += [f"| {nu:g} | " + " | ".join(f"{means[nu, s]:.4f}" for s in GAMMA_SCALES) + " |" for nu in NUS]
+    return "\n".join(lines)
