@@ -37,12 +37,24 @@ from .svdd import LpSVDD  # noqa: E402
 
 
 def built_with_cuda() -> bool:
-    """True when this build contains the CUDA kernels."""
+    """Whether this build contains the CUDA kernels.
+
+    Returns
+    -------
+    bool
+        True when the build found nvcc (or ``DLMSVDD_CUDA=ON``).
+    """
     return bool(_C.built_with_cuda())
 
 
 def cuda_available() -> bool:
-    """True when the CUDA kernels can run here (built with CUDA and a GPU is present)."""
+    """Whether the CUDA kernels can run here.
+
+    Returns
+    -------
+    bool
+        True when the build holds them and a GPU is present.
+    """
     return bool(_C.cuda_available())
 
 

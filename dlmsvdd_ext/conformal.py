@@ -35,7 +35,15 @@ def _scores(values, name: str) -> np.ndarray:
 
 
 class Calibration:
-    """The calibration normals' dissimilarities (sorted, float64) and where they came from."""
+    """The calibration normals' dissimilarities (sorted, float64) and where they came from.
+
+    Parameters
+    ----------
+    scores : array-like
+        The dissimilarities f of normal samples the fit never trained on; finite, at least one.
+    source : str
+        Where they came from ("validation normals", "calibrate(X_cal)").
+    """
 
     def __init__(self, scores, source: str):
         scores = _scores(scores, "the calibration set")
@@ -46,6 +54,7 @@ class Calibration:
 
     @property
     def n(self) -> int:
+        """The number of calibration normals."""
         return int(self.scores.size)
 
     @property
@@ -54,13 +63,43 @@ class Calibration:
         return 1.0 / (self.n + 1)
 
     def p_values(self, f) -> np.ndarray:
-        """(1 + #{calibration scores >= f}) / (n + 1) for each f (higher f = more anomalous)."""
+        """The conformal p-values of dissimilarities: ``(1 + #{calibration scores >= f}) / (n + 1)``.
+
+        Parameters
+        ----------
+        f : array-like
+            Dissimilarities of new samples.
+
+        Returns
+        -------
+        numpy.ndarray
+            One p-value per score; small = anomalous.
+        """
         f = _scores(f, "X")
         at_least = self.n - np.searchsorted(self.scores, f, side="left")  # scores >= f: the sorted tail
         return (1.0 + at_least) / (self.n + 1)
 
     def check_level(self, level, name: str) -> float:
-        """A level in (0, 1) that this calibration set can reach, or a ValueError saying what it needs."""
+        """Check a level this calibration set can reach.
+
+        Parameters
+        ----------
+        level : float
+            A level in (0, 1), at least ``min_level``.
+        name : str
+            The level's name for the message ("fpr", "fdr").
+
+        Returns
+        -------
+        float
+            The level.
+
+        Raises
+        ------
+        ValueError
+            A level out of (0, 1), or below ``1 / (n + 1)`` with how many
+            calibration normals it needs.
+        """
         try:
             value = float(level)
         except (TypeError, ValueError):
@@ -75,7 +114,22 @@ class Calibration:
         return value
 
     def flags(self, f, fpr=None, fdr=None) -> np.ndarray:
-        """True where a sample is flagged as anomalous: p <= fpr, or Benjamini-Hochberg at fdr over the batch."""
+        """Which samples are flagged as anomalous: p <= fpr, or Benjamini-Hochberg at fdr over the batch.
+
+        Parameters
+        ----------
+        f : array-like
+            Dissimilarities of new samples.
+        fpr : float or None
+            The false-alarm rate per sample.
+        fdr : float or None
+            The false-discovery rate of the batch (give one of the two).
+
+        Returns
+        -------
+        numpy.ndarray
+            True where flagged.
+        """
         if (fpr is None) == (fdr is None):
             raise ValueError("give one of fpr (false-alarm rate per sample) or fdr (false-discovery rate of the batch)")
         level = self.check_level(fpr, "fpr") if fpr is not None else self.check_level(fdr, "fdr")
@@ -85,19 +139,49 @@ class Calibration:
         return scipy.stats.false_discovery_control(p, method="bh") <= level
 
     def proba(self, f) -> np.ndarray:
-        """PyOD's predict_proba columns (normal, anomaly): (p, 1 - p). The anomaly
-        column is 1 - the conformal p-value, the share of calibration normals
-        scoring below f (ties aside): a rank among normal data, not the
-        posterior probability that the sample is an anomaly."""
+        """PyOD's ``predict_proba`` columns (normal, anomaly): (p, 1 - p).
+
+        The anomaly column is 1 - the conformal p-value, the share of
+        calibration normals scoring below f (ties aside): a rank among normal
+        data, not the posterior probability that the sample is an anomaly.
+
+        Parameters
+        ----------
+        f : array-like
+            Dissimilarities of new samples.
+
+        Returns
+        -------
+        numpy.ndarray
+            (n, 2).
+        """
         p = self.p_values(f)
         return np.column_stack([p, 1.0 - p])
 
     def state_dict(self) -> dict:
+        """The calibration as plain tensors and strings.
+
+        Returns
+        -------
+        dict
+            ``scores`` (float64) and ``source``.
+        """
         return {"scores": torch.as_tensor(self.scores, dtype=torch.float64), "source": self.source}
 
     @classmethod
     def from_state_dict(cls, state: dict | None) -> "Calibration | None":
-        """The calibration a state holds; None for no calibration (and states saved before they were kept)."""
+        """The calibration a state holds.
+
+        Parameters
+        ----------
+        state : dict or None
+            A ``state_dict``, or None.
+
+        Returns
+        -------
+        Calibration or None
+            None for no calibration (and states saved before they were kept).
+        """
         if state is None:
             return None
         return cls(state["scores"], state["source"])
@@ -118,8 +202,9 @@ def normal_only(y, n: int) -> None:
 
 
 class NotCalibrated(ValueError, AttributeError):
-    """A model without calibration normals asked for p-values. An AttributeError
-    too (as scikit-learn's NotFittedError), so that ``hasattr(model,
+    """A model without calibration normals asked for p-values.
+
+    An AttributeError too (as scikit-learn's NotFittedError), so that ``hasattr(model,
     "predict_proba")`` is False until the model is calibrated, as scikit-learn's
     ``available_if`` methods are (its generic checks call predict_proba where
     hasattr says it exists)."""

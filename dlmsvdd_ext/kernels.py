@@ -440,7 +440,28 @@ _CLASSES = {c.name: c for c in (ExactKernel, Nystrom, RFF, QMCRFF, ORF, SORF, Fa
 
 
 def make(name: str, gamma: float, n_components: int = 256, random_state=None, **options) -> KernelBackend:
-    """The backend called ``name`` (one of ``BACKENDS``)."""
+    """A kernel backend: the exact RBF kernel or one of its approximations.
+
+    Parameters
+    ----------
+    name : str
+        "exact", "nystrom", "rff", "qmc_rff", "orf", "sorf", "fastfood" or "rpcholesky".
+    gamma : float
+        The RBF bandwidth.
+    n_components : int
+        The budget m (unused by the exact kernel).
+    random_state : int or None
+        Seeds the landmarks or frequencies.
+    **options
+        The backend's own options, such as RPCholesky's ``block_size`` (32)
+        or Nystrom's ``rtol``.
+
+    Returns
+    -------
+    KernelBackend
+        The backend, unfitted: ``fit_transform(X)`` gives the factor Z (n, m)
+        with ``K ~ Z Z^T``, ``transform(x)`` maps new points (differentiable).
+    """
     if name not in _CLASSES:
         raise ValueError(f"unknown kernel backend {name!r}; choose one of {BACKENDS}")
     return _CLASSES[name](gamma, n_components=n_components, random_state=random_state, **options)

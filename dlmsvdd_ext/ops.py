@@ -93,11 +93,17 @@ def _compiled() -> dict:
 
 
 def build_info() -> dict:
-    """What this build of the extension holds: ``cuda_version`` (nvcc's, None
-    without CUDA), ``cuda_architectures`` (CMake's list, e.g. ["75-real",
-    ..., "90"]: "-real" is machine code only, a bare number adds PTX that
-    newer GPUs compile at load), ``cpu_instruction_sets`` (compiled),
-    ``cpu_supported`` (those this CPU runs), ``cpu_active``, ``compiler``."""
+    """What this build of the extension holds, and what this CPU runs.
+
+    Returns
+    -------
+    dict
+        ``cuda_version`` (nvcc's, None without CUDA), ``cuda_architectures``
+        (CMake's list, e.g. ["75-real", ..., "90"]: "-real" is machine code
+        only, a bare number adds PTX that newer GPUs compile at load),
+        ``cpu_instruction_sets`` (compiled), ``cpu_supported`` (those this CPU
+        runs), ``cpu_active`` (the one in use) and ``compiler``.
+    """
     return {**_compiled(), "cpu_supported": supported_cpu_isas(), "cpu_active": cpu_isa()}
 
 
@@ -112,10 +118,24 @@ def _architecture(entry: str) -> tuple[int, int, str, bool, bool] | None:
 
 
 def runs_on(architectures: list[str], capability: tuple[int, int]) -> bool | None:
-    """Whether code built for these CMake architectures runs on a GPU of the
-    given compute capability: machine code for X.y runs on X.z with z >= y
-    (arch-specific "a" code on X.y alone); PTX for X.y on anything from X.y up.
-    None when the list holds entries it cannot read ("native", "all")."""
+    """Whether code built for these CMake architectures runs on a GPU of a compute capability.
+
+    Machine code for X.y runs on X.z with z >= y (arch-specific "a" code on
+    X.y alone); PTX for X.y on anything from X.y up.
+
+    Parameters
+    ----------
+    architectures : list of str
+        CMake CUDA architectures, such as ``["75-real", "90"]``.
+    capability : tuple of int
+        The GPU's compute capability (major, minor).
+
+    Returns
+    -------
+    bool or None
+        Whether it runs; None when the list holds entries it cannot read
+        ("native", "all").
+    """
     parsed = [_architecture(a) for a in architectures]
     if not parsed or None in parsed:
         return None
@@ -170,10 +190,28 @@ def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
 def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulation: bool = False) -> Array:
     """``K(X, Y) @ V`` with ``K_ij = exp(-gamma ||x_i - y_j||^2)``, never holding an N x N block.
 
-    ``X`` is (n_x, d), ``Y`` is (n_y, d) or ``None`` for ``Y = X`` (then each
-    symmetric tile is computed once), ``V`` is (n_y,) or (n_y, k). Returns
-    (n_x,) or (n_x, k). ``cuda_emulation=True`` runs the CUDA kernels' code on
-    the CPU (slow; for testing the GPU logic on machines without a GPU).
+    Fused: register-blocked dot products, ``exp`` and the product with ``V`` in
+    one pass. A column of ``V`` holding a NaN or an infinity gives NaN in
+    every output of that column.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n_x, d), float32 or float64.
+    Y : numpy.ndarray, torch.Tensor or None
+        (n_y, d), or None for ``Y = X`` (then each symmetric tile is computed once).
+    V : numpy.ndarray or torch.Tensor
+        (n_y,) or (n_y, k).
+    gamma : float
+        The RBF bandwidth.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for testing the GPU
+        logic on machines without a GPU).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n_x,) or (n_x, k), the same kind of array as ``X``.
     """
     Y, symmetric = _prepare(X, Y)
     _check_array(V, "V")
@@ -200,7 +238,21 @@ def _nan_columns_of_nonfinite(V: Array, out: Array) -> None:
 def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emulation: bool = False) -> Array:
     """The materialised kernel matrix ``K(X, Y)`` (n_x, n_y), in the dtype of ``X``.
 
-    With ``Y`` ``None`` (or ``X`` itself) only the upper triangle is computed and mirrored.
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n_x, d).
+    Y : numpy.ndarray, torch.Tensor or None
+        (n_y, d); None (or ``X`` itself): only the upper triangle is computed and mirrored.
+    gamma : float
+        The RBF bandwidth.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        K (n_x, n_y), the same kind of array as ``X``.
     """
     return _gram(X, Y, gamma, distances_only=False, cuda_emulation=cuda_emulation)
 
@@ -209,6 +261,22 @@ def rbf_columns(X: Array, Y: Array, gamma: float, *, cuda_emulation: bool = Fals
     """``K(X, Y)`` for a handful of columns ``Y`` (m, d): the Frank-Wolfe primitive.
 
     Up to 8 columns stream ``X`` once; more fall back to the tiled Gram kernel.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n, d).
+    Y : numpy.ndarray or torch.Tensor
+        The column points (m, d).
+    gamma : float
+        The RBF bandwidth.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n, m), the same kind of array as ``X``.
     """
     if Y is None:
         raise ValueError("Y: rbf_columns needs the column points Y")
@@ -216,7 +284,22 @@ def rbf_columns(X: Array, Y: Array, gamma: float, *, cuda_emulation: bool = Fals
 
 
 def sq_distances(X: Array, Y: Array | None = None, *, cuda_emulation: bool = False) -> Array:
-    """Squared Euclidean distances ``||x_i - y_j||^2`` (clamped at 0), (n_x, n_y)."""
+    """Squared Euclidean distances ``||x_i - y_j||^2``, clamped at 0.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n_x, d).
+    Y : numpy.ndarray, torch.Tensor or None
+        (n_y, d), or None for ``Y = X``.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        (n_x, n_y), the same kind of array as ``X``.
+    """
     return _gram(X, Y, 1.0, distances_only=True, cuda_emulation=cuda_emulation)
 
 
@@ -231,8 +314,22 @@ def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
 
 
 def median_rows(n: int, max_samples: int = 2000, seed: int | None = 0) -> np.ndarray:
-    """The rows ``median_sq_distance`` uses among n: all, or a seeded sorted subset
-    of ``max_samples`` (shared with the sharded version, which gathers them)."""
+    """The rows ``median_sq_distance`` uses among n (shared with the sharded version).
+
+    Parameters
+    ----------
+    n : int
+        The number of rows.
+    max_samples : int
+        At most this many rows.
+    seed : int or None
+        Seeds the subset.
+
+    Returns
+    -------
+    numpy.ndarray
+        All n row indices, or a seeded sorted subset of ``max_samples``.
+    """
     m = min(n, int(max_samples))
     return np.arange(n) if m == n else np.sort(np.random.default_rng(seed).choice(n, size=m, replace=False))
 
@@ -240,10 +337,27 @@ def median_rows(n: int, max_samples: int = 2000, seed: int | None = 0) -> np.nda
 def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) -> float:
     """Median of the squared pairwise distances between rows of ``X``.
 
-    The bandwidth heuristic is ``gamma = 1 / median``. Uses a seeded random
-    subset of at most ``max_samples`` rows (all pairs i < j within it).
-    ValueError for a NaN or infinity anywhere in ``X`` (a median that skips
-    them would be a bandwidth for other data) or for distances that overflow.
+    The bandwidth heuristic is ``gamma = 1 / median``.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (n, d), at least 2 rows.
+    max_samples : int
+        Use a seeded random subset of at most this many rows (all pairs i < j within it).
+    seed : int or None
+        Seeds the subset.
+
+    Returns
+    -------
+    float
+        The median squared distance.
+
+    Raises
+    ------
+    ValueError
+        A NaN or infinity anywhere in ``X`` (a median that skips them would be
+        a bandwidth for other data), or distances that overflow.
     """
     _check_array(X, "X")
     if X.ndim != 2:
@@ -280,9 +394,24 @@ def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emul
     ``H x`` with the Sylvester-order Hadamard matrix (entries +-1, as
     ``scipy.linalg.hadamard(L) @ x``), divided by ``sqrt(L)`` when ``normalized``
     (then orthogonal and its own inverse). L must be a power of two from 2 to
-    2^15. The result goes to ``out`` (same shape, dtype and device; may be ``x``
-    itself, for an in-place transform) or to a new array, and is returned.
-    ``cuda_emulation=True`` runs the CUDA kernels' code on the CPU (slow; tests).
+    2^15.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        (L,) or (rows, L).
+    normalized : bool
+        Divide by ``sqrt(L)``.
+    out : numpy.ndarray, torch.Tensor or None
+        Where the result goes (same shape, dtype and device; may be ``x``
+        itself, for an in-place transform); None: a new array.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        The transform, ``out`` when given.
     """
     _check_array(x, "x")
     if x.ndim not in (1, 2):
@@ -380,10 +509,28 @@ def sorf_features(x: Array, signs: Array, offset: Array, scale: float, *, out: A
     unnormalised Hadamard matrix H (as ``fwht``), block b gives
     ``y = H D_2 H D_1 H D_0 x`` (``D_s = diag(signs[s, b])``) and the features
     ``sqrt(2/m) cos(scale * y + offset[b d_pad : (b+1) d_pad])``, m = len(offset),
-    the last block cut at m. Returns them in ``out`` (n, m; same dtype and
-    device as ``x``) or a new array like ``x``. On CUDA, d_pad is at
-    most ``CUDA_FEATURE_MAP_MAX_PAD``; on the CPU, 2^15.
-    ``cuda_emulation=True`` runs the CUDA kernel's code on the CPU (slow; tests).
+    the last block cut at m. On CUDA, d_pad is at most
+    ``CUDA_FEATURE_MAP_MAX_PAD``; on the CPU, 2^15.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        (n, d).
+    signs : numpy.ndarray or torch.Tensor
+        (3, blocks, d_pad), entries +-1.
+    offset : numpy.ndarray or torch.Tensor
+        (m,), the phases.
+    scale : float
+        Multiplies the transformed rows (the bandwidth's frequency scale).
+    out : numpy.ndarray, torch.Tensor or None
+        (n, m), same dtype and device as ``x``; None: a new array like ``x``.
+    cuda_emulation : bool
+        Run the CUDA kernel's code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        The features (n, m).
     """
     _check_array(signs, "signs")
     if signs.ndim != 3 or signs.shape[0] != 3:
@@ -402,14 +549,52 @@ def fastfood_features(x: Array, signs: Array, perm: Array, gauss: Array, row_sca
     Block b gives ``y = H G P H B x`` (x zero-padded, H unnormalised, ``(P u)_j =
     u[perm[b, j]]``) and the features ``sqrt(2/m) cos(scale * S y + offset[...])``,
     laid out as in :func:`sorf_features`.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        (n, d).
+    signs : numpy.ndarray or torch.Tensor
+        B, (blocks, d_pad), entries +-1.
+    perm : numpy.ndarray or torch.Tensor
+        P, (blocks, d_pad) integers.
+    gauss : numpy.ndarray or torch.Tensor
+        G, (blocks, d_pad).
+    row_scale : numpy.ndarray or torch.Tensor
+        S, (blocks, d_pad).
+    offset : numpy.ndarray or torch.Tensor
+        (m,), the phases.
+    scale : float
+        Multiplies ``S y``.
+    out : numpy.ndarray, torch.Tensor or None
+        (n, m), same dtype and device as ``x``; None: a new array like ``x``.
+    cuda_emulation : bool
+        Run the CUDA kernel's code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        The features (n, m).
     """
     return _structured("fastfood", x, [signs, gauss, row_scale], ["signs", "gauss", "row_scale"], perm, offset,
                        scale, out, cuda_emulation)
 
 
 def vector_cos(x: Array) -> Array:
-    """cos of a contiguous 1-D CPU array by the feature maps' vectorised cosine
-    (current instruction set); exposed for its tests."""
+    """The cosine of a contiguous 1-D CPU array by the feature maps' vectorised cosine.
+
+    The current instruction set's; exposed for its tests.
+
+    Parameters
+    ----------
+    x : numpy.ndarray or torch.Tensor
+        1-D, contiguous, on the CPU.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``cos(x)``.
+    """
     _check_array(x, "x")
     if x.ndim != 1:
         raise ValueError(f"x must be 1-D, got {x.ndim}-D")
@@ -429,9 +614,29 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
     computing the accepted pivots' kernel columns together. Same ``seed``, same
     pivots, on every device. Stops early when the residual trace falls below
     1e-12 of K's trace (or only rounding noise is left), so ``L`` may have fewer
-    than ``rank`` columns. Returns ``L`` (N, rank reached) in ``X``'s dtype on
-    its device and the pivots (int64, same kind of array and device as ``X``).
-    ``cuda_emulation=True`` runs the CUDA code on the CPU (slow; for testing).
+    than ``rank`` columns.
+
+    Parameters
+    ----------
+    X : numpy.ndarray or torch.Tensor
+        (N, d).
+    gamma : float
+        The RBF bandwidth.
+    rank : int
+        At most this many pivots, 1 to N.
+    seed : int
+        Seeds the pivots, in [0, 2^64).
+    block_size : int
+        Candidates drawn per round.
+    cuda_emulation : bool
+        Run the CUDA code on the CPU (slow; for testing).
+
+    Returns
+    -------
+    L : numpy.ndarray or torch.Tensor
+        (N, rank reached) in ``X``'s dtype on its device.
+    pivots : numpy.ndarray or torch.Tensor
+        int64, the same kind of array and device as ``X``.
     """
     _check_array(X, "X")
     if X.ndim != 2:
@@ -462,17 +667,35 @@ def rpcholesky(X: Array, gamma: float, rank: int, seed: int = 0, block_size: int
 
 
 def cpu_isa() -> str:
-    """The instruction set the CPU kernels use now: ``avx512``, ``avx2`` or ``generic``."""
+    """The instruction set the CPU kernels use now.
+
+    Returns
+    -------
+    str
+        "avx512", "avx2" or "generic".
+    """
     return _C.cpu_isa()
 
 
 def supported_cpu_isas() -> list[str]:
-    """Instruction sets this CPU can run, lowest first."""
+    """The instruction sets this CPU can run.
+
+    Returns
+    -------
+    list of str
+        Lowest first.
+    """
     return list(_C.supported_cpu_isas())
 
 
 def set_cpu_isa(name: str) -> None:
-    """Use the kernels built for ``name`` (also settable with ``DLMSVDD_CPU_ISA``)."""
+    """Use the CPU kernels built for an instruction set (also settable with ``DLMSVDD_CPU_ISA``).
+
+    Parameters
+    ----------
+    name : str
+        "generic", "avx2" or "avx512", one this CPU runs.
+    """
     _C.set_cpu_isa(name)
 
 

@@ -67,8 +67,9 @@ class Boundary:
 
 
 class StoppingRule:
-    """When a solver loop stops, and what it records: the one stopping rule of
-    every Python solver loop (APG here, sharded Frank-Wolfe in
+    """When a solver loop stops, and what it records.
+
+    The one stopping rule of every Python solver loop (APG here, sharded Frank-Wolfe in
     ``dlmsvdd_ext.distributed``; the compiled Frank-Wolfe loop is replayed
     through it afterwards, ``replay``).
 
@@ -89,6 +90,15 @@ class StoppingRule:
       the number of samples for Frank-Wolfe, which moves two weights per
       iteration (``frank_wolfe_window``);
     * out of iterations after ``max_iter`` steps (each ``step()``).
+
+    Parameters
+    ----------
+    max_iter : int
+        The iteration limit.
+    tol : float
+        The certificate's relative tolerance.
+    window : int or None
+        The stall window (None: ``WINDOW``).
     """
 
     STALL_DROP = 0.9

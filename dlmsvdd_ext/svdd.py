@@ -77,7 +77,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         development sets; the paper's 1.2 leaves the labels a twelfth of the
         weight), 1 (one-class SVDD) when not; the value used is ``nu_``.
     c1, c2 : float or None
-        Slack penalties of normal and anomalous samples (default 1/|I_N|, 1/|I_A|).
+        Slack penalties of normal and anomalous samples (default ``1 / |I_N|``, ``1 / |I_A|``).
     gamma : "local", "median", "per-epoch" or float
         RBF bandwidth; "median" is 1 / median squared pairwise distance of
         the training features, estimated at a fit (and kept by later fits
@@ -96,7 +96,7 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         cut to the number of samples, with a warning (``n_components_``).
     solver : "apg", "pairwise" or "paper"
         See ``dlmsvdd_ext.solver``.
-    max_iter, tol
+    max_iter, tol : int, float
         Stop after max_iter iterations or when the Frank-Wolfe gap is at most
         tol times the dual objective (or earlier, when it stops falling: see
         ``dlmsvdd_ext.solver.StoppingRule``). A fit that ends without that
@@ -112,8 +112,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         training normals (y = +1) scored as anomalies; ``offset_`` is that
         quantile of their ``score_samples``, as scikit-learn's and PyOD's
         detectors do. Default 0.1 (PyOD's): a model fitted on normal data
-        calls 90% of it normal. "radius": the sphere of radius r (offset_ =
-        -r^2), the paper's boundary; at the paper's c = 1/n many normal
+        calls 90% of it normal. "radius": the sphere of radius r (``offset_ =
+        -r^2``), the paper's boundary; at the paper's c = 1/n many normal
         samples carry slack, so it can call most (or all) of them anomalous.
     recovery : "kkt" or "paper"
         How r^2 and rho^2 are recovered (see ``dlmsvdd_ext.solver.recover_boundary``).
@@ -125,6 +125,8 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         Start the solver from the previous fit's alpha when the labels are the
         same (the trainer's epochs re-solve on moving features).
 
+    Notes
+    -----
     Besides the boundary, a fit leaves ``build_seconds_`` (the kernel backend:
     the factor Z of an approximation, or the exact kernel matrix when it fits
     ``cache_size``) and ``solve_seconds_`` (the dual and the boundary recovery).
@@ -178,9 +180,23 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return self.nu
 
     def fit(self, X, y=None, *, restart: bool = False):
-        """Fits on features X (n, d) with labels y in {+1 normal, -1 anomaly}
-        (default all normal). ``restart`` solves the dual from its uniform start
-        even when ``warm_start`` is set (a "median" bandwidth is still kept)."""
+        """Fit the boundary on features, to a certified optimum of the dual.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d), float32 or float64, on the CPU or a CUDA device.
+        y : array-like or None
+            +1 (normal) or -1 (anomaly) per row (None: all normal).
+        restart : bool
+            Solve the dual from its uniform start even when ``warm_start`` is
+            set (a "median" bandwidth is still kept).
+
+        Returns
+        -------
+        LpSVDD
+            This estimator, fitted.
+        """
         self._check_params()
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
@@ -212,22 +228,48 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     @staticmethod
     def sharded_solver(solver: str) -> str:
-        """The solver ``fit_sharded`` can run in place of ``solver``: itself
-        when it shards, else pairwise Frank-Wolfe (APG multiplies by the whole
-        kernel every iteration)."""
+        """The solver ``fit_sharded`` runs in place of ``solver``.
+
+        Parameters
+        ----------
+        solver : str
+            A ``solver`` value.
+
+        Returns
+        -------
+        str
+            ``solver`` itself when it shards, else "pairwise" (APG multiplies
+            by the whole kernel every iteration).
+        """
         from . import distributed
 
         return solver if solver in distributed.METHODS else "pairwise"
 
     def fit_sharded(self, X, y=None, *, restart: bool = False):
-        """Fits on this process's shard of the training set, without gathering
-        the kernel (see ``dlmsvdd_ext.distributed``): torch.distributed must be
-        initialised and every rank passes its contiguous part of the rows, in
-        rank order, split as ``distributed.shard_bounds`` does. Solvers
-        "pairwise" and "paper"; backends "exact", "nystrom" and the spectral
-        maps (RPCholesky's adaptive pivots are not sharded). The fitted
-        estimator is the same on every rank and equals ``fit`` on the whole set
-        with that solver, up to rounding."""
+        """Fit on this process's shard of the training set, without gathering the kernel.
+
+        torch.distributed must be initialised and every rank passes its
+        contiguous part of the rows, in rank order, split as
+        ``dlmsvdd_ext.distributed.shard_bounds`` does. Solvers "pairwise" and
+        "paper"; backends "exact", "nystrom" and the spectral maps
+        (RPCholesky's adaptive pivots are not sharded). The fitted estimator
+        is the same on every rank and equals ``fit`` on the whole set with
+        that solver, up to rounding.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            This rank's rows of the features.
+        y : array-like or None
+            Their labels, +1 / -1 (None: all normal).
+        restart : bool
+            As in ``fit``.
+
+        Returns
+        -------
+        LpSVDD
+            This estimator, fitted on the whole set.
+        """
         from . import distributed
 
         self._check_params()
@@ -400,8 +442,20 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
 
     def torch_dissimilarity(self, X: torch.Tensor) -> torch.Tensor:
-        """f(x) for a torch tensor, differentiable in X (the trainer's omega-step
-        back-propagates through it); the boundary stays fixed."""
+        """f(x) for a torch tensor, differentiable in X; the boundary stays fixed.
+
+        The trainer's omega-step back-propagates through it.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            Features (n, d).
+
+        Returns
+        -------
+        torch.Tensor
+            f(x) of every row, with its autograd graph.
+        """
         check_is_fitted(self, "dual_coef_")
         if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
@@ -431,28 +485,77 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return values.cpu().numpy() if numpy_like else values
 
     def dissimilarity(self, X):
-        """The paper's f(x) = ||Phi(x) - C||^2 = k(x, x) - 2 k(x)^T a + a^T K a >= 0
-        (up to rounding); higher = more anomalous. k(x, x) = 1 (the RBF kernel's)
-        for the exact kernel, Nystrom and RPCholesky; z(x)^T z(x) for the
-        spectral maps, whose f is the squared distance in their feature space."""
+        """The paper's f(x), the squared RKHS distance to the centre: higher = more anomalous.
+
+        ``f(x) = ||Phi(x) - C||^2 = k(x, x) - 2 k(x)^T a + a^T K a >= 0`` (up
+        to rounding). k(x, x) = 1 (the RBF kernel's) for the exact kernel,
+        Nystrom and RPCholesky; z(x)^T z(x) for the spectral maps, whose f is
+        the squared distance in their feature space.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            f(x) of every row, the same kind of array as X.
+        """
         f, numpy_like = self._scored(X)
         return self._out(f, numpy_like)
 
     def score_samples(self, X):
-        """-f(x): higher = more normal."""
+        """-f(x): higher = more normal.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            -f(x) of every row, the same kind of array as X.
+        """
         f, numpy_like = self._scored(X)
         return self._out(-f, numpy_like)
 
     def decision_function(self, X):
-        """score_samples - offset_: >= 0 normal (see ``contamination``)."""
+        """``score_samples - offset_``: >= 0 normal (see ``contamination``).
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            The decision value of every row, the same kind of array as X.
+        """
         f, numpy_like = self._scored(X)
         return self._out(-f - self.offset_, numpy_like)
 
     def predict(self, X, *, fpr=None, fdr=None):
-        """+1 (normal) where decision_function >= 0, -1 (anomaly) elsewhere
-        (``threshold_rule_``). With ``fpr`` (needs ``calibrate``): -1 where the
-        conformal p-value is <= fpr; with ``fdr``: -1 for the samples
-        Benjamini-Hochberg flags at that false-discovery rate over X."""
+        """+1 (normal) where ``decision_function`` >= 0, -1 (anomaly) elsewhere.
+
+        ``threshold_rule_`` names the rule; ``fpr`` and ``fdr`` need ``calibrate``.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d) as ``fit`` took them.
+        fpr : float or None
+            -1 where the conformal p-value is <= fpr.
+        fdr : float or None
+            -1 for the samples Benjamini-Hochberg flags at this false-discovery rate over X.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            +1 or -1 per row, the same kind of array as X.
+        """
         f, numpy_like = self._scored(X)
         if fpr is None and fdr is None:
             labels = torch.where(-f - self.offset_ >= 0, 1, -1)
@@ -464,9 +567,24 @@ class LpSVDD(OutlierMixin, BaseEstimator):
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
     def calibrate(self, X_cal, y=None, *, source: str = "calibrate(X_cal)"):
-        """Keeps the dissimilarities of X_cal, normal samples the fit never
-        trained on (labels y, if given, must all be +1), for p_values and the
-        fpr / fdr decisions. ``source`` is recorded as ``calibration_source_``."""
+        """Keep the dissimilarities of normal samples the fit never trained on.
+
+        ``p_values`` and the ``fpr`` / ``fdr`` decisions use them; a refit forgets them.
+
+        Parameters
+        ----------
+        X_cal : numpy.ndarray or torch.Tensor
+            Normal samples' features (n_cal, d).
+        y : array-like or None
+            Their labels, if given; all must be +1.
+        source : str
+            Recorded as ``calibration_source_``.
+
+        Returns
+        -------
+        LpSVDD
+            This estimator.
+        """
         f, _ = self._scored(X_cal)
         conformal.normal_only(y, f.shape[0])
         self.calibration_ = conformal.Calibration(f, source)
@@ -491,13 +609,31 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         return None if self.calibration_ is None else self.calibration_.source
 
     def p_values(self, X) -> np.ndarray:
-        """Conformal p-values, (1 + #{calibration f >= f(x)}) / (n_cal + 1): small = anomalous."""
+        """Conformal p-values, ``(1 + #{calibration f >= f(x)}) / (n_cal + 1)``: small = anomalous.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Features (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray
+            One p-value per row.
+        """
         f, _ = self._scored(X)
         return self._calibration().p_values(f)
 
     @property
     def predict_proba(self):
-        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
+        """PyOD's columns (normal, anomaly) as (p, 1 - p), p the conformal p-value.
+
+        The anomaly column is the share of calibration normals that score
+        below x: a calibrated rank, not the posterior probability of an
+        anomaly. Exists once the model is calibrated (else
+        ``dlmsvdd_ext.conformal.NotCalibrated``): ``predict_proba(X)`` returns
+        an (n, 2) array.
+        """
         self._calibration()
         return self._predict_proba
 
@@ -515,8 +651,17 @@ class LpSVDD(OutlierMixin, BaseEstimator):
                 "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_")
 
     def state_dict(self) -> dict:
-        """Hyper-parameters and the fitted boundary: alpha, labels, the support
-        features (exact kernel) or the map and its weights (approximations)."""
+        """The hyper-parameters and the fitted boundary, as plain tensors and numbers.
+
+        ``torch.load(weights_only=True)`` reads it; ``from_state_dict`` rebuilds the estimator.
+
+        Returns
+        -------
+        dict
+            ``params``, ``scalars``, alpha, labels, the support features (exact
+            kernel) or the map and its weights (approximations), the solver's
+            history and the calibration scores.
+        """
         check_is_fitted(self, "dual_coef_")
         exact = self.feature_weights_ is None
         return {
@@ -533,6 +678,20 @@ class LpSVDD(OutlierMixin, BaseEstimator):
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "LpSVDD":
+        """The fitted estimator a ``state_dict`` describes.
+
+        Parameters
+        ----------
+        state : dict
+            A ``state_dict``, also of earlier versions.
+        device : str, torch.device or None
+            Where to score.
+
+        Returns
+        -------
+        LpSVDD
+            The estimator; it scores as the one that was saved.
+        """
         # States saved before contamination, stalled_ and nu_ were kept decided by the sphere (their offset_ is -r^2).
         model = cls(**{"contamination": "radius", **state["params"]}, device=device)
         model.stalled_, model.nu_ = False, model.nu

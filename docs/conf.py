@@ -12,7 +12,11 @@ import os
 import sys
 from pathlib import Path
 
-import dlmsvdd
+# the gallery runs in this process: one thread per library (set before torch is imported) keeps its
+# examples from fighting over the cores of a small CI machine
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import dlmsvdd  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -46,7 +50,6 @@ autosummary_generate = True
 autosummary_imported_members = False
 autodoc_typehints = "none"  # the types are in the docstrings (numpydoc), not in the signatures
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": False}
 numpydoc_show_class_members = False
 numpydoc_xref_param_type = False
 numpydoc_class_members_toctree = False
@@ -60,7 +63,6 @@ numpydoc_validation_exclude = {
 }
 
 # ---- the gallery: every script of examples/ runs at each build, on the CPU, with its figures
-os.environ.setdefault("OMP_NUM_THREADS", "1")
 sphinx_gallery_conf = {
     "examples_dirs": str(HERE.parent / "examples"),
     "gallery_dirs": "auto_examples",

@@ -18,14 +18,45 @@ def _labels(labels) -> np.ndarray:
 
 
 def check_class(labels, normal_class: int) -> None:
+    """Refuse a normal class the labels do not hold.
+
+    Parameters
+    ----------
+    labels : array-like
+        Class indices, 1-D.
+    normal_class : int
+        The normal class.
+
+    Raises
+    ------
+    ValueError
+        An unknown class, naming the classes there are.
+    """
     classes = np.unique(_labels(labels))
     if normal_class not in classes:
         raise ValueError(f"unknown normal class {normal_class!r}; the data set has classes {classes.tolist()}")
 
 
 def long_tailed_counts(n_head: int, rho: float, n_classes: int) -> list[int]:
-    """n_c = round(n_0 rho^(-c / (C - 1))), c = 0..C-1, as the paper writes it (Cao et
-    al.'s code truncates instead, which differs by one for some classes)."""
+    """The class sizes of a long-tailed pool: ``n_c = round(n_0 rho^(-c / (C - 1)))``.
+
+    As the paper writes it (Cao et al.'s code truncates instead, which differs
+    by one for some classes).
+
+    Parameters
+    ----------
+    n_head : int
+        n_0, the largest class's size.
+    rho : float
+        The imbalance ratio, at least 1.
+    n_classes : int
+        C, at least 2.
+
+    Returns
+    -------
+    list of int
+        n_c for c = 0 .. C - 1.
+    """
     if not rho >= 1:
         raise ValueError(f"the imbalance ratio rho must be >= 1, got {rho}")
     if n_classes < 2:
@@ -34,9 +65,26 @@ def long_tailed_counts(n_head: int, rho: float, n_classes: int) -> list[int]:
 
 
 def long_tailed_pool(labels, rho: float, seed: int = 0) -> np.ndarray:
-    """Indices of a long-tailed subset: class c (in sorted order) keeps n_c of its
-    samples, drawn at random, n_0 being the smallest class size (balanced sets:
-    the class size)."""
+    """Indices of a long-tailed subset of a labelled pool.
+
+    Class c (in sorted order) keeps n_c of its samples (``long_tailed_counts``),
+    drawn at random, n_0 being the smallest class size (balanced sets: the
+    class size).
+
+    Parameters
+    ----------
+    labels : array-like
+        Class indices, 1-D.
+    rho : float
+        The imbalance ratio.
+    seed : int
+        Seeds the draw.
+
+    Returns
+    -------
+    numpy.ndarray
+        The kept indices, sorted.
+    """
     labels = _labels(labels)
     classes, sizes = np.unique(labels, return_counts=True)
     counts = long_tailed_counts(int(sizes.min()), rho, len(classes))
@@ -47,7 +95,15 @@ def long_tailed_pool(labels, rho: float, seed: int = 0) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Split:
-    """Indices into a labelled pool and their targets: +1 normal, -1 anomaly."""
+    """Indices into a labelled pool and their targets.
+
+    Parameters
+    ----------
+    indices : numpy.ndarray
+        Indices into the pool.
+    targets : numpy.ndarray
+        +1 normal, -1 anomaly, one per index.
+    """
 
     indices: np.ndarray
     targets: np.ndarray
@@ -57,8 +113,17 @@ class Split:
 
 
 class SplitRows(Dataset):
-    """Items (row, target) of the rows of a tensor (images or feature vectors) that a
-    split picks; ``preprocessing``: the record the rows went through (None: the identity)."""
+    """A dataset of (row, target): the rows of a tensor that a split picks.
+
+    Parameters
+    ----------
+    rows : torch.Tensor
+        Images or feature vectors.
+    split : Split
+        The rows picked and their targets.
+    preprocessing : object or None
+        The preprocessing record the rows went through (None: the identity).
+    """
 
     def __init__(self, rows, split: Split, preprocessing=None):
         self.rows, self.split, self.preprocessing = rows, split, preprocessing
@@ -71,12 +136,29 @@ class SplitRows(Dataset):
 
     @property
     def targets(self) -> np.ndarray:
+        """The split's targets, +1 / -1."""
         return self.split.targets
 
 
 def one_vs_rest(labels, normal_class: int, ratio: float | None, seed: int = 0) -> Split:
-    """All samples of the normal class, plus anomalies drawn from the other classes:
-    round(ratio x normal count) of them (ratio None: all of them)."""
+    """A one-vs-rest task: all samples of the normal class, plus anomalies drawn from the others.
+
+    Parameters
+    ----------
+    labels : array-like
+        Class indices, 1-D.
+    normal_class : int
+        The normal class.
+    ratio : float or None
+        round(ratio x normal count) anomalies (None: all of them).
+    seed : int
+        Seeds the draw.
+
+    Returns
+    -------
+    Split
+        The normal samples, then the anomalies.
+    """
     labels = _labels(labels)
     check_class(labels, normal_class)
     normal = np.flatnonzero(labels == normal_class)
@@ -97,10 +179,28 @@ def one_vs_rest(labels, normal_class: int, ratio: float | None, seed: int = 0) -
 
 def train_val_split(split: Split, val_fraction: float = 0.2, seed: int = 0,
                     anomalies: bool = True) -> tuple[Split, Split]:
-    """Stratified (normal/anomaly) split of a task's pool into train and validation.
-    anomalies=False: every anomaly trains and validation is a share of the normal
-    samples alone (feature vectors: their few labelled anomalies are worth more to
-    the boundary than to the validation)."""
+    """A stratified (normal / anomaly) split of a task's pool into training and validation.
+
+    Parameters
+    ----------
+    split : Split
+        The task's pool.
+    val_fraction : float
+        The validation share, in (0, 1).
+    seed : int
+        Seeds the split.
+    anomalies : bool
+        False: every anomaly trains and validation is a share of the normal
+        samples alone (feature vectors: their few labelled anomalies are worth
+        more to the boundary than to the validation).
+
+    Returns
+    -------
+    train : Split
+        The training samples.
+    val : Split
+        The validation samples.
+    """
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
     if not anomalies:
@@ -123,7 +223,20 @@ def train_val_split(split: Split, val_fraction: float = 0.2, seed: int = 0,
 
 
 def evaluation_task(labels, normal_class: int) -> Split:
-    """The whole test set: +1 for the normal class, -1 for every other class."""
+    """The whole test set: +1 for the normal class, -1 for every other class.
+
+    Parameters
+    ----------
+    labels : array-like
+        Class indices, 1-D.
+    normal_class : int
+        The normal class.
+
+    Returns
+    -------
+    Split
+        Every index, in order.
+    """
     labels = _labels(labels)
     check_class(labels, normal_class)
     return Split(np.arange(len(labels)), np.where(labels == normal_class, 1, -1))

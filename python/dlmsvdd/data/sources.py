@@ -32,7 +32,25 @@ IMAGENET_STATS = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
 def vision(module: str, purpose: str):
-    """torchvision's ``module`` (the optional ``vision`` extra), or an ImportError that says how to install it."""
+    """A torchvision module (the optional ``vision`` extra).
+
+    Parameters
+    ----------
+    module : str
+        The module's name, such as "torchvision.datasets".
+    purpose : str
+        What needs it, for the error message.
+
+    Returns
+    -------
+    module
+        The imported module.
+
+    Raises
+    ------
+    ImportError
+        torchvision is missing, with the command that installs it.
+    """
     import importlib
 
     try:
@@ -44,6 +62,24 @@ def vision(module: str, purpose: str):
 
 @dataclass
 class Source:
+    """A data set of images: train and test pools of (raw image, class).
+
+    Parameters
+    ----------
+    name : str
+        The data set's name (a ``TrainConfig.data`` value).
+    train, test : torch.utils.data.Dataset
+        The pools; items are (raw image, class).
+    train_labels, test_labels : numpy.ndarray
+        Their classes.
+    classes : list
+        The class names.
+    channels : int
+        The raw images' channels.
+    image_size : int or None
+        Their size (None: natural images of varying size).
+    """
+
     name: str
     train: Dataset  # items: (raw image, class)
     test: Dataset
@@ -55,7 +91,15 @@ class Source:
 
 
 class TensorImages(Dataset):
-    """Images held as one (n, c, h, w) float tensor in [0, 1]."""
+    """Images held as one (n, c, h, w) float tensor in [0, 1].
+
+    Parameters
+    ----------
+    images : torch.Tensor
+        (n, c, h, w), in [0, 1].
+    labels : array-like
+        Their classes.
+    """
 
     def __init__(self, images: torch.Tensor, labels: np.ndarray):
         self.images, self.labels = images, np.asarray(labels)
@@ -80,7 +124,22 @@ def _split_pool(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np
 
 
 def digits(test_fraction: float = 0.3, seed: int = 0) -> Source:
-    """scikit-learn's 1797 8x8 digits, split once (stratified, seeded) into train and test pools."""
+    """scikit-learn's 1797 8x8 digits, split once (stratified, seeded) into train and test pools.
+
+    Embedded in scikit-learn: nothing is downloaded.
+
+    Parameters
+    ----------
+    test_fraction : float
+        The test pool's share.
+    seed : int
+        Seeds the split.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     from sklearn.datasets import load_digits
 
     data = load_digits()
@@ -101,19 +160,57 @@ def _torchvision_pair(name: str, cls: str, root, expected: str):
 
 
 def fashion_mnist(root) -> Source:
+    """Fashion-MNIST as torchvision stores it (never downloaded).
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder holding ``FashionMNIST/raw``.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     train, test = _torchvision_pair("fashion_mnist", "FashionMNIST", root,
                                     "FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte")
     return Source("fashion_mnist", train, test, train.targets.numpy(), test.targets.numpy(), list(train.classes), 1, 28)
 
 
 def cifar10(root) -> Source:
+    """CIFAR-10 as torchvision stores it (never downloaded).
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder holding ``cifar-10-batches-py``.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     train, test = _torchvision_pair("cifar10", "CIFAR10", root, "cifar-10-batches-py/ (the python version of CIFAR-10)")
     return Source("cifar10", train, test, np.asarray(train.targets), np.asarray(test.targets), list(train.classes), 3, 32)
 
 
 def cifar100(root, fine_labels: bool = False) -> Source:
-    """CIFAR-100 with its 20 coarse superclasses (the one-vs-rest literature's
-    choice) or, on request, the 100 fine classes."""
+    """CIFAR-100 with its 20 coarse superclasses or, on request, the 100 fine classes.
+
+    The superclasses are the one-vs-rest literature's choice.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder holding ``cifar-100-python``.
+    fine_labels : bool
+        The 100 fine classes.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     train, test = _torchvision_pair("cifar100", "CIFAR100", root, "cifar-100-python/ (the python version of CIFAR-100)")
     classes = list(train.classes)
     if not fine_labels:  # torchvision exposes the fine labels only; the coarse ones are in the same pickles
@@ -127,7 +224,15 @@ def cifar100(root, fine_labels: bool = False) -> Source:
 
 
 class ImageList(Dataset):
-    """Images named by a list of (path relative to root, label), loaded with PIL."""
+    """Images named by a list of (path relative to root, label), loaded with PIL as RGB.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder the paths are relative to.
+    items : list of tuple
+        (path, label) pairs.
+    """
 
     def __init__(self, root, items: list[tuple[str, int]]):
         self.root = Path(root)
@@ -145,7 +250,23 @@ class ImageList(Dataset):
 
 
 def read_split_file(path) -> list[tuple[str, int]]:
-    """ImageNet-LT's split format: one 'relative/path.JPEG label' per line."""
+    """Read a split file of ImageNet-LT's format: one ``relative/path.JPEG label`` per line.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+        The file.
+
+    Returns
+    -------
+    list of tuple
+        (path, label) pairs.
+
+    Raises
+    ------
+    ValueError
+        A malformed line (with its number) or an empty list.
+    """
     items = []
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -161,8 +282,21 @@ def read_split_file(path) -> list[tuple[str, int]]:
 
 
 def imagenet_lt(root, split_dir=None) -> Source:
-    """ImageNet-LT (Liu et al. 2019): ImageNet_LT_train.txt / ImageNet_LT_test.txt
-    (in split_dir, default root) over an ImageNet root holding train/ and val/."""
+    """ImageNet-LT (Liu et al. 2019): its split files over an ImageNet root.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The ImageNet root, holding ``train/`` and ``val/``.
+    split_dir : str, pathlib.Path or None
+        The folder of ``ImageNet_LT_train.txt`` and ``ImageNet_LT_test.txt``
+        (default: ``root``).
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     split_dir = Path(split_dir or root)
     lists = {}
     for split in ("train", "test"):
@@ -179,8 +313,25 @@ def imagenet_lt(root, split_dir=None) -> Source:
 
 
 def image_folder(root, test_fraction: float = 0.3, seed: int = 0) -> Source:
-    """torchvision ImageFolder layout: root/train/<class>/... and root/test/<class>/...,
-    or a single root/<class>/... split once (stratified, seeded) into train and test."""
+    """Images in torchvision's ImageFolder layout.
+
+    ``root/train/<class>/...`` and ``root/test/<class>/...``, or a single
+    ``root/<class>/...`` split once (stratified, seeded) into train and test.
+
+    Parameters
+    ----------
+    root : str or pathlib.Path
+        The folder.
+    test_fraction : float
+        The test pool's share of a single folder.
+    seed : int
+        Seeds that split.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     from torch.utils.data import Subset
 
     ImageFolder = vision("torchvision.datasets", "the image_folder data set").ImageFolder
@@ -202,7 +353,24 @@ def image_folder(root, test_fraction: float = 0.3, seed: int = 0) -> Source:
 
 
 def load(name: str, root=None, fine_labels: bool = False, split_dir=None) -> Source:
-    """The source called name (one of DATASETS)."""
+    """The image source of a name.
+
+    Parameters
+    ----------
+    name : str
+        "digits", "fashion_mnist", "cifar10", "cifar100", "imagenet_lt" or "image_folder".
+    root : str, pathlib.Path or None
+        The data root (every source but digits needs one).
+    fine_labels : bool
+        CIFAR-100's fine classes.
+    split_dir : str, pathlib.Path or None
+        ImageNet-LT's split files' folder.
+
+    Returns
+    -------
+    Source
+        The train and test pools with their labels.
+    """
     if name not in IMAGE_DATASETS:
         raise ValueError(f"unknown data set {name!r}; choose one of {IMAGE_DATASETS} (tables of feature "
                          "vectors: data 'table', dlmsvdd.data.tables)")

@@ -18,7 +18,21 @@ AUGMENTATION = {"cifar10": "crop_flip", "cifar100": "crop_flip", "imagenet_lt": 
 
 
 class TaskImages(Dataset):
-    """Items (image tensor, target) of a split of a source's pool."""
+    """A dataset of (image tensor, target): a split of a source's pool, transformed.
+
+    Parameters
+    ----------
+    pool : torch.utils.data.Dataset
+        The source's pool of (raw image, class).
+    split : dlmsvdd.data.protocols.Split
+        The indices taken and their targets (+1 / -1).
+    transform : callable
+        Raw image to network input.
+    augment : callable or None
+        The training augmentation's transform (None: none).
+    preprocessing : dlmsvdd.data.preprocessing.Preprocessing or None
+        What ``transform`` does, as the record a trained model keeps.
+    """
 
     def __init__(self, pool: Dataset, split: Split, transform, augment=None, preprocessing: Preprocessing | None = None):
         self.pool, self.split, self.transform, self.augment = pool, split, transform, augment
@@ -33,16 +47,35 @@ class TaskImages(Dataset):
 
     @property
     def targets(self) -> np.ndarray:
+        """The targets, +1 normal and -1 anomaly."""
         return self.split.targets
 
     def augmented(self) -> "TaskImages":
-        """The same images under the training augmentation (itself when there is none)."""
+        """The same images under the training augmentation.
+
+        Returns
+        -------
+        TaskImages
+            The augmented view (this dataset when there is no augmentation).
+        """
         return self if self.augment is None else TaskImages(self.pool, self.split, self.augment,
                                                             preprocessing=self.preprocessing)
 
 
 @dataclass
 class Task:
+    """A one-vs-rest task: training, validation and test sets with targets +1 / -1.
+
+    Parameters
+    ----------
+    train, val, test : TaskImages
+        The three sets (``train`` with the augmentation).
+    normal_class : int
+        The normal class.
+    class_name : str
+        Its name.
+    """
+
     train: TaskImages
     val: TaskImages
     test: TaskImages
@@ -50,6 +83,14 @@ class Task:
     class_name: str
 
     def summary(self) -> dict:
+        """The task's sizes.
+
+        Returns
+        -------
+        dict
+            ``normal_class``, ``class_name`` and the normal and anomalous counts
+            of each set (``train_normal``, ``train_anomalous``, ...).
+        """
         count = lambda s, t: int((s.targets == t).sum())  # noqa: E731
         return {"normal_class": self.normal_class, "class_name": str(self.class_name),
                 **{f"{name}_{kind}": count(s, t) for name, s in (("train", self.train), ("val", self.val),
@@ -59,9 +100,25 @@ class Task:
 
 def preprocessing_for(source: sources.Source, channels: int, image_size: int | None,
                       imagenet_stats: bool) -> Preprocessing:
-    """How the source's raw images become the network's input. imagenet_stats:
-    normalise as the pretrained backbone expects; otherwise the data set's own
-    statistics (ImageNet's for sources without them)."""
+    """How the source's raw images become the network's input.
+
+    Parameters
+    ----------
+    source : dlmsvdd.data.sources.Source
+        The data set.
+    channels : int
+        The network's input channels.
+    image_size : int or None
+        Resize to this size (None: the native size, or 224 for natural images).
+    imagenet_stats : bool
+        Normalise as a pretrained backbone expects; otherwise with the data
+        set's own statistics (ImageNet's for sources without them).
+
+    Returns
+    -------
+    dlmsvdd.data.preprocessing.Preprocessing
+        The preprocessing record.
+    """
     mean, std = sources.IMAGENET_STATS if imagenet_stats or source.name not in sources.STATS else sources.STATS[source.name]
     if len(mean) != channels:
         mean, std = (mean * channels)[:channels], (std * channels)[:channels]
@@ -83,17 +140,62 @@ def _transforms(source: sources.Source, preprocessing: Preprocessing):
 
 
 def transforms_for(source: sources.Source, channels: int, image_size: int | None, imagenet_stats: bool):
-    """(eval transform, training augmentation or None), from ``preprocessing_for``."""
+    """The evaluation transform and the training augmentation, from ``preprocessing_for``.
+
+    Parameters
+    ----------
+    source : dlmsvdd.data.sources.Source
+        The data set.
+    channels : int
+        The network's input channels.
+    image_size : int or None
+        As in ``preprocessing_for``.
+    imagenet_stats : bool
+        As in ``preprocessing_for``.
+
+    Returns
+    -------
+    transform : callable
+        Raw image to network input.
+    augment : callable or None
+        The training augmentation (None for tensor sources and grey-scale sets).
+    """
     return _transforms(source, preprocessing_for(source, channels, image_size, imagenet_stats))
 
 
 def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0.1, rho: float | None = None,
               seed: int = 0, val_fraction: float = 0.2, channels: int | None = None, image_size: int | None = None,
               imagenet_stats: bool = False) -> Task:
-    """One-vs-rest task on a source. ratio: labelled anomalies per normal training
-    sample (None: all other classes, as in the long-tailed protocol); rho: build
-    the long-tailed pool first (then ratio is ignored: the pool's other classes
-    are the anomalies). Validation is a stratified val_fraction of the pool."""
+    """A one-vs-rest task on a source: training, validation and test sets.
+
+    Parameters
+    ----------
+    source : dlmsvdd.data.sources.Source
+        The data set, such as ``datasets.digits()``.
+    normal_class : int
+        The normal class.
+    ratio : float or None
+        Labelled anomalies per normal training sample (None: all other
+        classes, as in the long-tailed protocol).
+    rho : float or None
+        Build the long-tailed pool first (then ``ratio`` is ignored: the
+        pool's other classes are the anomalies).
+    seed : int
+        Seeds every draw and split.
+    val_fraction : float
+        Validation is a stratified share of the pool.
+    channels : int or None
+        The network's input channels (None: the source's).
+    image_size : int or None
+        As in ``preprocessing_for``.
+    imagenet_stats : bool
+        As in ``preprocessing_for``.
+
+    Returns
+    -------
+    Task
+        The task; its test set is the whole test pool.
+    """
     protocols.check_class(source.train_labels, normal_class)
     if rho is not None:
         pool = protocols.long_tailed_pool(source.train_labels, rho, seed)
@@ -112,5 +214,18 @@ def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0
 
 
 def pixels(split: TaskImages) -> tuple[np.ndarray, np.ndarray]:
-    """The raw pixels (in [0, 1]) of a digits split, flattened, and its targets."""
+    """The raw pixels of a digits split, flattened, and its targets.
+
+    Parameters
+    ----------
+    split : TaskImages
+        A set of a digits task.
+
+    Returns
+    -------
+    X : numpy.ndarray
+        (n, 64) pixels in [0, 1], float64.
+    targets : numpy.ndarray
+        +1 / -1.
+    """
     return split.pool.images[split.split.indices].flatten(1).double().numpy(), split.targets

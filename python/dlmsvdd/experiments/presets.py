@@ -36,6 +36,23 @@ SECTIONS = {"description", "base", "grid", "parts", "digits"}
 
 @dataclass
 class Preset:
+    """A sweep of one of the paper's experiments: a base, a grid, and parts united.
+
+    Parameters
+    ----------
+    name : str
+        The preset's name.
+    description : str
+        What it reproduces.
+    base : dict
+        ``TrainConfig`` fields every task shares.
+    grid : dict
+        Field -> list of values, for every part.
+    parts : list of dict
+        Grids whose tasks are united (``approx``: the exact kernel once, the
+        approximations at every budget).
+    """
+
     name: str
     description: str = ""
     base: dict = field(default_factory=dict)
@@ -47,13 +64,39 @@ class Preset:
         check_unique(self.tasks(), f"preset {self.name!r}")
 
     def sweeps(self) -> list[Sweep]:
+        """One sweep per part.
+
+        Returns
+        -------
+        list of dlmsvdd.experiments.sweep.Sweep
+            The parts' sweeps.
+        """
         return [Sweep(self.base, {**self.grid, **part}) for part in self.parts]
 
     def tasks(self) -> list[tuple[str, dict]]:
+        """Every part's tasks.
+
+        Returns
+        -------
+        list of tuple
+            (task folder name, configuration values) pairs.
+        """
         return [task for sweep in self.sweeps() for task in sweep.tasks()]
 
     def override(self, values: dict) -> "Preset":
-        """A copy with ``values`` applied (lists: axes; single values: base)."""
+        """A copy with values applied, as ``--set`` applies them.
+
+        Parameters
+        ----------
+        values : dict
+            Field -> value: a list replaces that grid axis (or adds one), a
+            single value goes to the base and removes the axis.
+
+        Returns
+        -------
+        Preset
+            The new preset, checked.
+        """
         base, grid, parts = copy.deepcopy(self.base), copy.deepcopy(self.grid), copy.deepcopy(self.parts)
         for key, value in values.items():
             value = axis_values(value)
@@ -69,22 +112,69 @@ class Preset:
         return Preset(self.name, self.description, base, grid, parts)
 
     def to_dict(self) -> dict:
+        """The preset as ``preset.yaml`` holds it.
+
+        Returns
+        -------
+        dict
+            ``description``, ``base``, ``grid`` and ``parts``.
+        """
         return {"description": self.description, "base": self.base, "grid": self.grid, "parts": self.parts}
 
     def run(self, folder, **options) -> list[dict]:
-        """Runs every part's unfinished tasks into ``folder`` (``run_tasks``'
-        options); writes the resolved preset to ``folder/preset.yaml`` once the
-        folder's records were checked; returns every task's record."""
+        """Run every part's unfinished tasks into a folder.
+
+        Writes the resolved preset to ``folder/preset.yaml`` once the folder's
+        records were checked.
+
+        Parameters
+        ----------
+        folder : str or pathlib.Path
+            The sweep folder.
+        **options
+            ``dlmsvdd.experiments.sweep.run_sweep``'s options.
+
+        Returns
+        -------
+        list of dict
+            Every task's record.
+        """
         def write_preset(folder: Path) -> None:
             run_outputs.write_yaml(folder / "preset.yaml", {"name": self.name, **self.to_dict()})
 
         return run_tasks(self.tasks(), folder, prepare=write_preset, **options)
 
     def collect(self, folder) -> list[dict]:
+        """The records of the preset's tasks in a folder.
+
+        Parameters
+        ----------
+        folder : str or pathlib.Path
+            The sweep folder.
+
+        Returns
+        -------
+        list of dict
+            The finished tasks' records.
+        """
         return collect_tasks(self.tasks(), folder)
 
     @classmethod
     def from_sweep(cls, sweep: Sweep, name: str = "sweep") -> "Preset":
+        """A preset of one part from a sweep.
+
+        Parameters
+        ----------
+        sweep : dlmsvdd.experiments.sweep.Sweep
+            The sweep.
+        name : str
+            The preset's name.
+
+        Returns
+        -------
+        Preset
+            The preset.
+        """
         return cls(name, base=dict(sweep.base), grid=dict(sweep.grid))
 
 
@@ -106,8 +196,22 @@ def _spec(name: str) -> tuple[str, dict]:
 
 
 def load(name: str, digits: bool = False, overrides: dict | None = None) -> Preset:
-    """The preset called ``name`` (or a preset YAML file); ``digits``: its small
-    digits version; ``overrides``: as ``--set``, applied last."""
+    """A preset by name, or from a preset YAML file.
+
+    Parameters
+    ----------
+    name : str
+        A shipped preset ("ratio", "long-tailed", "approx", ...) or a YAML file.
+    digits : bool
+        Its small version on the embedded digits.
+    overrides : dict or None
+        As ``--set``, applied last (see ``Preset.override``).
+
+    Returns
+    -------
+    Preset
+        The preset, checked.
+    """
     name, spec = _spec(name)
     if not isinstance(spec, dict) or set(spec) - SECTIONS:
         raise ValueError(f"preset {name!r}: expected a mapping with sections {sorted(SECTIONS)}")

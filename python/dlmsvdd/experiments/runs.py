@@ -45,17 +45,34 @@ CHECKPOINT = "checkpoint.pt"  # the training state of an unfinished run
 
 
 def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path | None]:
-    """Trains on the config's task and writes the run folder; returns the model,
-    the metrics and the folder. Under torchrun every process trains and
-    scores its shard; rank 0 writes the folder (the others get None).
+    """Train on the configuration's task and write the run folder.
 
-    Every check on the configuration, the data and the device runs before the
+    Under torchrun every process trains and scores its shard; rank 0 writes
+    the folder (the others get None). Every check on the configuration, the data and the device runs before the
     folder is made; a run that fails before its first epoch is saved removes
     what it wrote (the folder, if it made it). A fresh run replaces what an
     earlier run left in the folder, its checkpoint first. ``resume``: continue the
     unfinished run in ``cfg.output`` from its ``checkpoint.pt`` (``cfg`` must be
     that run's configuration, up to verbose and device); the checkpoint is
     removed once ``model.pt`` is written.
+
+    Parameters
+    ----------
+    cfg : dlmsvdd.TrainConfig
+        The configuration; ``cfg.output`` names the folder (None: a name from
+        the task and the time).
+    resume : bool
+        Continue the unfinished run in ``cfg.output``.
+
+    Returns
+    -------
+    model : dlmsvdd.DLMSVDD
+        The trained model.
+    result : dict
+        What ``metrics.json`` holds: ``test``, ``val``, ``best_epoch``,
+        ``timing``, ``alpha_step``, ``task_summary``, ...
+    folder : pathlib.Path or None
+        The run folder (None on ranks other than 0).
     """
     cfg.validate()
     folder = Path(cfg.output) if cfg.output else default_output(cfg)

@@ -84,13 +84,25 @@ def _is_connected(together: np.ndarray) -> bool:
 
 
 def skillings_mack(table, higher_is_better: bool = True) -> SkillingsMackResult:
-    """Skillings-Mack test on ``table`` (rows = blocks, columns = treatments, NaN = missing).
+    """The Skillings-Mack rank test of treatments over blocks with missing entries.
 
-    Returns the statistic, df = k - 1, the chi-square upper-tail p-value, the
-    per-treatment average ranks (rank 1 = best; best = largest value when
-    ``higher_is_better``) and the number of blocks used.
+    Parameters
+    ----------
+    table : array-like
+        Rows = blocks, columns = treatments, NaN = missing.
+    higher_is_better : bool
+        Rank 1 is the largest value (else the smallest).
 
-    Raises ValueError for a table that is not 2-D, has fewer than 2 treatments,
+    Returns
+    -------
+    SkillingsMackResult
+        The statistic, df = k - 1, the chi-square upper-tail p-value, the
+        per-treatment average ranks (rank 1 = best) and the number of blocks used.
+
+    Raises
+    ------
+    ValueError
+        For a table that is not 2-D, has fewer than 2 treatments,
     contains +-inf, has fewer than 2 blocks with at least 2 observed values, has
     a treatment not observed in any such block, or whose treatments do not form
     a connected design.

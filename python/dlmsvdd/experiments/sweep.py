@@ -38,6 +38,18 @@ ENGINES = ("local", "ray")
 
 @dataclass
 class Sweep:
+    """A grid of training runs: a base configuration and lists of values.
+
+    Every configuration is checked when the sweep is made, before anything runs.
+
+    Parameters
+    ----------
+    base : dict
+        ``TrainConfig`` fields every task shares.
+    grid : dict
+        Field -> list of values; the tasks are their product.
+    """
+
     base: dict = field(default_factory=dict)
     grid: dict = field(default_factory=dict)
 
@@ -52,6 +64,18 @@ class Sweep:
 
     @classmethod
     def from_yaml(cls, path) -> "Sweep":
+        """The sweep a YAML file describes (sections ``base`` and ``grid``).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file.
+
+        Returns
+        -------
+        Sweep
+            The sweep, checked.
+        """
         import yaml
 
         spec = yaml.safe_load(Path(path).read_text()) or {}
@@ -61,7 +85,13 @@ class Sweep:
         return cls(spec.get("base") or {}, spec.get("grid") or {})
 
     def tasks(self) -> list[tuple[str, dict]]:
-        """(folder name, config values) for every combination, in grid order."""
+        """Every combination of the grid, in grid order.
+
+        Returns
+        -------
+        list of tuple
+            (task folder name, configuration values) pairs.
+        """
         keys = list(self.grid)
         return [(sweep_folder.task_name(dict(zip(keys, values))), {**self.base, **dict(zip(keys, values))})
                 for values in itertools.product(*(self.grid[k] for k in keys))]
@@ -126,8 +156,24 @@ def _record_failure(task_dir: Path, name: str, values: dict, err: BaseException)
 
 
 def run_sweep(sweep: Sweep, folder, **options) -> list[dict]:
-    """Runs the sweep's unfinished tasks into ``folder`` (``run_tasks``' options);
-    returns every task's record (finished ones read back)."""
+    """Run the sweep's unfinished tasks into a folder.
+
+    Parameters
+    ----------
+    sweep : Sweep
+        The sweep.
+    folder : str or pathlib.Path
+        The sweep folder; one sub-folder per task.
+    **options
+        ``dlmsvdd.experiments.sweep.run_tasks``' options: ``engine`` ("local"
+        or "ray"), ``workers``, ``threads``, ``address``, ``cpus_per_task``,
+        ``gpus_per_task``, ``progress``.
+
+    Returns
+    -------
+    list of dict
+        Every task's record (finished ones read back).
+    """
     return run_tasks(sweep.tasks(), folder, **options)
 
 
@@ -214,10 +260,25 @@ def _summary(changes: list[dict]) -> dict:
 
 
 def free_folder(folder, tasks: list[tuple[str, dict]]) -> Path:
-    """``folder`` when it holds no result of other settings than the tasks ask
-    for; else the first of ``folder-2``, ``folder-3``, ... that is new, or a sweep
-    folder holding none, so that the same changed sweep run again resumes there.
-    A folder that is not a sweep's (no ``sweep.lock``) is passed over."""
+    """The folder a sweep whose settings changed runs into (``--new-folder``).
+
+    A folder that is not a sweep's (no ``sweep.lock``) is passed over.
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The sweep folder asked for.
+    tasks : list of tuple
+        The sweep's (name, configuration values) pairs.
+
+    Returns
+    -------
+    pathlib.Path
+        ``folder`` when it holds no result of other settings than the tasks
+        ask for; else the first of ``folder-2``, ``folder-3``, ... that is new,
+        or a sweep folder holding none, so that the same changed sweep run
+        again resumes there.
+    """
     folder = Path(folder)
     base = folder if folder.name else folder.resolve()  # "." has no name to number
     candidate, number = folder, 1

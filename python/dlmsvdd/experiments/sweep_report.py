@@ -33,8 +33,22 @@ def _study_title(records: list[dict]) -> str:
 
 
 def write_report(folder, output=None, keys=None) -> list[Path]:
-    """Writes the report of the sweep in ``folder``; returns the files written.
-    ``keys``: the config fields naming a method (default: those that vary)."""
+    """Write the report of a finished sweep: tables (CSV, Markdown) and plots.
+
+    Parameters
+    ----------
+    folder : str or pathlib.Path
+        The sweep folder.
+    output : str, pathlib.Path or None
+        Where to write (default: the sweep folder).
+    keys : list of str or None
+        The configuration fields that name a method (default: those that vary).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
     records = tables.load_records(folder)
     out = Path(output) if output is not None else Path(folder)
     out.mkdir(parents=True, exist_ok=True)

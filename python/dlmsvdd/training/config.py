@@ -72,6 +72,135 @@ FREE_FORM_LIMIT = 65536
 
 @dataclass
 class TrainConfig:
+    """Every option of a DLM-SVDD run, with the paper's defaults.
+
+    The fields are the keyword arguments of ``DLMSVDD``, the keys of a run's
+    ``config.yaml`` and of a sweep's ``base``, and the ``dlmsvdd train`` flags
+    (``normal_class`` is ``--normal-class``). ``validate`` checks each for type
+    and range; fields left at None take their recipe's value (``resolved``).
+
+    Parameters
+    ----------
+    data : str
+        The data set: "digits" (embedded), "fashion_mnist", "cifar10",
+        "cifar100", "imagenet_lt", "image_folder", or "table" (feature
+        vectors from ``path``).
+    root : str or None
+        Data root (torchvision's layout; the ImageNet root for "imagenet_lt").
+    split_dir : str or None
+        Folder of the ImageNet-LT split files (default: ``root``).
+    normal_class : int
+        The normal class (index); the other classes are anomalies.
+    ratio : float or None
+        Labelled anomalies per normal training sample (the paper: 0.1, 0.5, 0.75).
+    rho : float or None
+        Imbalance ratio of a long-tailed pool (then every other class is anomalous).
+    fine_labels : bool
+        CIFAR-100: the 100 fine classes instead of the 20 superclasses.
+    path : str or None
+        Data "table": a .npz file (arrays X, y) or a .csv file with a label
+        column; labels 0 normal, 1 anomaly.
+    label_column : str
+        Data "table" (.csv): the label column's name.
+    labelled_fraction : float or None
+        Data "table": the fraction of the training anomalies given as labelled
+        (ADBench's la; the others stay unlabelled among the normal rows).
+        None: all of them.
+    val_fraction : float
+        The stratified, seeded share of the training pool held out for
+        validation (``validation_fraction`` is scikit-learn's spelling).
+    backbone : str
+        "small_cnn", "mlp", "resnet18", "resnet50", or "auto": without
+        ``weights`` the small CNN for images and the MLP for vectors, with them
+        ResNet-50 (the paper's); "custom" when ``DLMSVDD`` is given a module.
+    weights : str or None
+        "imagenet" (from the local torch cache), a state-dict file, or None
+        (from scratch; the default, as pretrained weights are not shipped).
+    image_size : int or None
+        Resize images to this size (default: 224 for ImageNet weights and
+        natural images, else the native size).
+    cnn_width : int or None
+        The small CNN's first-block channels (None: the recipe's, 32).
+    cnn_branches : int or None
+        The small CNN's independent branches, their kernel distances averaged
+        (None: the recipe's, 4 from scratch, 1 for the paper).
+    mlp_width : int or None
+        The MLP's hidden width; its features are width // 2 (None: the recipe's, 128).
+    mlp_layers : int or None
+        The MLP's hidden layers (None: the recipe's, 2).
+    frozen : bool
+        The paper's "fixed CNN": only the boundary is learned.
+    recipe : str
+        "paper", "scratch" or "auto" (scratch for a built-in backbone without
+        weights, else paper): the values of ``lr``, ``pretrain``,
+        ``selection_rule`` and the network's shape fields left at None.
+    pretrain : str or None
+        Step 0 before the first epoch: "none", "batchnorm" (the BatchNorm
+        statistics from the training images) or "autoencoder" (then the
+        statistics). None: the recipe's.
+    pretrain_steps : int
+        The autoencoder's steps (``pretrain="autoencoder"``).
+    backend : str
+        The kernel: "exact", "nystrom", "rff", "qmc_rff", "orf", "sorf",
+        "fastfood" or "rpcholesky" (``LpSVDD``'s ``kernel``).
+    n_components : int
+        The approximation's budget m.
+    p : float
+        Slack exponent, at least 1.1.
+    nu : float
+        Margin weight, at least 1 (1: one-class SVDD, needed without anomalies).
+    c1, c2 : float or None
+        Slack penalties of normal and anomalous samples (None: one over their number).
+    gamma : float or str
+        RBF bandwidth: "median" (1 / the initial features' median squared
+        distance, estimated once), "local" (10 times that), "per-epoch"
+        (re-estimated every epoch) or a value.
+    solver : str
+        The dual solver: "apg", "pairwise" or "paper".
+    fw_max_iter : int
+        The solver's iteration limit per alpha-step (``LpSVDD``'s ``max_iter``).
+    fw_tol : float
+        The certificate's relative tolerance (``LpSVDD``'s ``tol``).
+    contamination : float or str
+        The threshold without anomalies in validation: the fraction of normal
+        samples called anomalous, in (0, 0.5], or "radius" (the sphere's r^2).
+    epochs : int
+        Alternating epochs (none with a frozen backbone).
+    lr : float or None
+        Adam's learning rate (None: the recipe's, 1e-4 for the paper, 1e-3 from scratch).
+    weight_decay : float
+        Adam's weight decay.
+    batch_size : int
+        The omega-step's mini-batch size.
+    grad_clip : float
+        The largest gradient norm of an omega-step (larger ones are scaled down).
+    softplus_power : float
+        The power of the softplus in the margin-violation loss.
+    selection : str
+        The validation metric that picks the epoch kept: "auroc" or "balanced_accuracy".
+    selection_rule : str or None
+        "best", or "latest" (the latest epoch within one validation anomaly's
+        share of the best). None: the recipe's.
+    on_divergence : str
+        Non-finite or collapsed training: "rollback" (keep the best epoch
+        before it, with a warning) or "error".
+    seed : int
+        The seed of every random draw, 0 to 2^32 - 1.
+    device : str
+        "auto" (a CUDA GPU when torch sees one, else the CPU), "cpu", "cuda" or "cuda:N".
+    num_workers : int
+        Data-loader worker processes.
+    verbose : int
+        0 quiet, 1 an epoch progress bar, 2 batch bars too (and tracebacks of errors).
+    output : str or None
+        The run folder (``dlmsvdd train``; default: a name from the task and the time).
+    tensorboard : bool
+        Also log each epoch's numbers to ``output/tensorboard`` (needs tensorboard).
+    extra : dict
+        Free-form notes stored with the run: JSON values, at most 65536 values
+        and characters.
+    """
+
     # the task
     data: str = "digits"
     root: str | None = None
@@ -141,7 +270,19 @@ class TrainConfig:
     extra: dict = field(default_factory=dict)  # free-form notes stored with the run
 
     def validate(self) -> "TrainConfig":
-        """Checks every field's type and range (see the module's docstring)."""
+        """Check every field's type and range (see the module's docstring).
+
+        Returns
+        -------
+        TrainConfig
+            This configuration (``weights`` spelled "none" set to None).
+
+        Raises
+        ------
+        ValueError
+            A field of the wrong type or out of its range, with the field's name
+            and what it takes.
+        """
         if isinstance(self.weights, str) and self.weights.lower() == "none":  # as flags and YAML spell it
             self.weights = None
         if self.backbone != "auto":  # "auto" is checked where the data tell which network it is
@@ -174,13 +315,32 @@ class TrainConfig:
     BOUNDARY_NAMES = {"kernel": "backend", "max_iter": "fw_max_iter", "tol": "fw_tol"}
 
     def boundary_params(self) -> dict:
-        """The LpSVDD parameters this configuration sets (the trainer adds the
-        seed, warm starts and, under torchrun, the sharded solver)."""
+        """The ``LpSVDD`` parameters this configuration sets.
+
+        The trainer adds the seed, warm starts and, under torchrun, the sharded solver.
+
+        Returns
+        -------
+        dict
+            ``LpSVDD``'s parameter names (``kernel``, ``max_iter``, ``tol``, ...) and their values.
+        """
         names = {"p", "nu", "c1", "c2", "gamma", "kernel", "n_components", "solver", "max_iter", "tol", "contamination"}
         return {key: getattr(self, self.BOUNDARY_NAMES.get(key, key)) for key in sorted(names)}
 
     def check_shape_fields(self, backbone: str) -> None:
-        """ValueError when a field that shapes one built-in backbone is set for another."""
+        """Refuse a field that shapes one built-in backbone set for another.
+
+        Parameters
+        ----------
+        backbone : str
+            The backbone the run builds.
+
+        Raises
+        ------
+        ValueError
+            A ``cnn_*`` field set for a backbone other than the small CNN, or an
+            ``mlp_*`` field for one other than the MLP.
+        """
         for owner, fields in SHAPE_FIELDS.items():
             for name in fields:
                 if getattr(self, name) is not None and backbone != owner:
@@ -189,9 +349,21 @@ class TrainConfig:
                                      f"leave {name} unset (None)")
 
     def resolved_backbone(self, vectors: bool | None = None) -> str:
-        """The backbone the run builds: "auto" is the paper's ResNet-50 with pretrained
-        weights, else the MLP for feature vectors and the small CNN for images.
-        vectors: whether the inputs are vectors (None: those of data "table")."""
+        """The backbone the run builds.
+
+        "auto" is the paper's ResNet-50 with pretrained weights, else the MLP for
+        feature vectors and the small CNN for images.
+
+        Parameters
+        ----------
+        vectors : bool or None
+            Whether the inputs are feature vectors (None: those of data "table").
+
+        Returns
+        -------
+        str
+            "small_cnn", "mlp", "resnet18", "resnet50" or "custom".
+        """
         if self.backbone != "auto":
             return self.backbone
         if self.weights is not None:
@@ -199,9 +371,22 @@ class TrainConfig:
         return "mlp" if (self.data == "table" if vectors is None else vectors) else "small_cnn"
 
     def training_params(self, vectors: bool | None = None) -> dict:
-        """The backbone, recipe, lr, pretrain, selection_rule and the network's shape fields (cnn_*, mlp_*) as
-        the run uses them: the values given, else the recipe's. Resolved when used, not stored, so that a
-        changed backbone or weights changes them. vectors: as ``resolved_backbone``."""
+        """The fields a recipe decides, as the run uses them.
+
+        The values given, else the recipe's. Resolved when used, not stored, so
+        that a changed backbone or weights changes them.
+
+        Parameters
+        ----------
+        vectors : bool or None
+            Whether the inputs are feature vectors, as in ``resolved_backbone``.
+
+        Returns
+        -------
+        dict
+            ``backbone``, ``recipe``, ``lr``, ``pretrain``, ``selection_rule``
+            and the backbone's shape fields (``cnn_*`` or ``mlp_*``).
+        """
         backbone = self.resolved_backbone(vectors)
         recipe = self.recipe
         if recipe == "auto":
@@ -213,26 +398,61 @@ class TrainConfig:
                 **{k: RECIPES[recipe][k] if v is None else v for k, v in values.items()}}
 
     def resolved(self, vectors: bool | None = None) -> dict:
-        """Every field as the run uses it (``to_dict`` with ``training_params`` in place of the
-        values left to the recipe and "auto"): what a run folder stores beside the fields as
-        asked, and what a sweep compares. Another backbone's shape fields stay None.
-        vectors: as ``resolved_backbone``."""
+        """Every field as the run uses it.
+
+        What a run folder stores beside the fields as asked, and what a sweep
+        compares. Another backbone's shape fields stay None.
+
+        Parameters
+        ----------
+        vectors : bool or None
+            Whether the inputs are feature vectors, as in ``resolved_backbone``.
+
+        Returns
+        -------
+        dict
+            ``to_dict()`` with ``training_params`` in place of the values left
+            to the recipe and "auto".
+        """
         return {**self.to_dict(), **self.training_params(vectors)}
 
     @property
     def imagenet_input(self) -> bool:
-        """Pretrained torchvision weights expect ImageNet-normalised RGB at 224 pixels."""
+        """Whether the network takes ImageNet-normalised RGB at 224 pixels (pretrained ResNet weights)."""
         return self.resolved_backbone() in RESNETS and self.weights is not None
 
     def to_dict(self) -> dict:
+        """The fields as asked.
+
+        Returns
+        -------
+        dict
+            Every field's value, ``extra`` copied.
+        """
         for name in FREE_FORM:  # before asdict copies them out: an alias bomb would never finish
             check_free_form(name, getattr(self, name))
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
-        """A checked configuration from values as a YAML file or the command line
-        gives them (each through ``typed``)."""
+        """A checked configuration from values as a YAML file or the command line gives them.
+
+        Parameters
+        ----------
+        values : dict
+            Field names and values; values written as text are read as the
+            field's type first (``dlmsvdd.training.config.typed``).
+
+        Returns
+        -------
+        TrainConfig
+            The configuration, validated.
+
+        Raises
+        ------
+        ValueError
+            An unknown key, or a value of the wrong type or out of range.
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - names)
         if unknown:
@@ -241,6 +461,24 @@ class TrainConfig:
 
     @classmethod
     def from_yaml(cls, path) -> "TrainConfig":
+        """A checked configuration from a YAML file, such as a run folder's ``config.yaml``.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file; keys may be spelled with ``-`` for ``_``.
+
+        Returns
+        -------
+        TrainConfig
+            The configuration, validated.
+
+        Raises
+        ------
+        ValueError
+            A missing or malformed file, an unknown key, a bad value, or a
+            ``resolved`` section its fields would now resolve otherwise.
+        """
         import yaml
 
         path = Path(path)
@@ -263,8 +501,14 @@ class TrainConfig:
         return cfg
 
     def to_yaml_dict(self) -> dict:
-        """A run folder's config.yaml: the fields as asked (``train --config`` reads them) and, under
-        ``resolved``, what this version resolves them to (``from_yaml`` checks it)."""
+        """A run folder's ``config.yaml``.
+
+        Returns
+        -------
+        dict
+            The fields as asked (``train --config`` reads them) and, under
+            ``resolved``, what this version resolves them to (``from_yaml`` checks it).
+        """
         return {**self.to_dict(), RESOLVED: self.resolved()}
 
 

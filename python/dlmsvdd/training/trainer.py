@@ -117,7 +117,7 @@ def _has_backend(kind: str) -> bool:
 
 
 class DLMSVDD(OutlierMixin, BaseEstimator):
-    """Deep large-margin lp-SVDD.
+    """Deep large-margin lp-SVDD: a network and a kernel boundary trained together.
 
     ``fit(train, val)`` takes torch datasets of ``(image, target)`` with target
     +1 (normal) or -1 (anomaly); a dataset with an ``augmented()`` method (the
@@ -134,6 +134,21 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     the MLP (``backbone="auto"`` or ``"mlp"``), the validation share held out
     of the normal rows only (every labelled anomaly trains).
 
+    Parameters
+    ----------
+    config : TrainConfig or None
+        The configuration (default: ``TrainConfig()``).
+    backbone : torch.nn.Module, str or None
+        A backbone name (a ``TrainConfig.backbone`` value), or a module of
+        one's own that maps a batch of inputs to feature vectors (N, d); the
+        configuration's backbone is then "custom".
+    **overrides
+        Fields of ``TrainConfig`` that replace the configuration's, checked
+        (``validation_fraction`` for ``val_fraction``). ``get_params`` and
+        ``set_params`` see the same fields, as in scikit-learn.
+
+    Notes
+    -----
     Scores: ``dissimilarity`` is f(x), the squared RKHS distance to the centre
     (higher = more anomalous); ``score_samples = -f``; ``decision_function =
     threshold_ - f`` (positive = normal); ``predict`` is +1 (normal) below the
@@ -144,21 +159,18 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     PyOD's fitted attributes: ``decision_scores_`` (f of the training data
     passed to fit), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
 
-    Parameters are the fields of ``TrainConfig`` (``get_params``/``set_params``
-    as in scikit-learn), given as a config, as keywords, or both.
-
     Conformal decisions: after fit the model is calibrated on the validation
     normals (``calibration_source_``, ``n_calibration_``; ``calibrate`` with
     other normal data replaces them); ``p_values``, ``predict(X, fpr=...)``,
     ``predict(X, fdr=...)`` and ``predict_proba`` use them (see
     ``dlmsvdd_ext.conformal``). Saved with the model.
 
-    ``threshold_rule_`` says how the threshold was set (``_threshold``): the validation threshold of maximal
-    balanced accuracy when validation has both classes; otherwise the
-    ``1 - contamination`` quantile of normal scores, the validation normals'
-    (held out, so an unbiased estimate of the rate on new normal data) or,
-    without validation normals, the training normals'; the sphere's r^2 only
-    for ``contamination="radius"``.
+    ``threshold_rule_`` says how the threshold was set: the validation
+    threshold of maximal balanced accuracy when validation has both classes;
+    otherwise the ``1 - contamination`` quantile of normal scores, the
+    validation normals' (held out, so an unbiased estimate of the rate on new
+    normal data) or, without validation normals, the training normals'; the
+    sphere's r^2 only for ``contamination="radius"``.
 
     An alpha-step that stops without its certificate is recorded in its
     epoch's history row (``converged``, ``stalled``); ``fit`` then warns once
@@ -190,12 +202,34 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         self.group_, self.device = parallel.join(resolve_device(config.device))
 
     def get_params(self, deep: bool = True) -> dict:
-        """The configuration's fields (``backbone``: the custom module, if any), as scikit-learn's estimators."""
+        """The configuration's fields, as scikit-learn's estimators give their parameters.
+
+        Parameters
+        ----------
+        deep : bool
+            Unused (no nested estimators); scikit-learn's signature.
+
+        Returns
+        -------
+        dict
+            Every ``TrainConfig`` field; ``backbone`` is the custom module, if any.
+        """
         values = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
         return {**values, "backbone": self.custom_backbone or self.config.backbone}
 
     def set_params(self, **params) -> "DLMSVDD":
-        """Changes configuration fields (checked); a fitted model keeps its weights until the next fit."""
+        """Change configuration fields (checked); a fitted model keeps its weights until the next fit.
+
+        Parameters
+        ----------
+        **params
+            ``TrainConfig`` fields and their new values; ``backbone`` may be a module.
+
+        Returns
+        -------
+        DLMSVDD
+            This model.
+        """
         self._configure(self.config, params.pop("backbone", None), params)
         return self
 
@@ -345,9 +379,11 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     # ---- training
 
     def fit(self, X, y=None, *, checkpoint=None, resume: bool = False, callback=None) -> "DLMSVDD":
-        """Alternating optimisation for config.epochs epochs (none with a frozen
-        backbone), best epoch by validation, then the boundary refitted from the
-        best weights' non-augmented training features.
+        """Train the network and the boundary by alternating optimisation.
+
+        ``config.epochs`` epochs (none with a frozen backbone), the best epoch by
+        validation, then the boundary refitted from the best weights'
+        non-augmented training features, and the threshold.
 
         Non-finite or collapsed features or loss stop the epochs early
         (``dlmsvdd.training.divergence``): the best epoch so far is kept, with a
@@ -364,7 +400,33 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         training, which needs ``nu=1``), split into training and a stratified
         validation share ``val_fraction`` (seeded by ``seed``; the split of
         ``dlmsvdd.tasks``). ``callback(row)`` is called with each epoch's
-        history row as it finishes."""
+        history row as it finishes.
+
+        Parameters
+        ----------
+        X : torch.utils.data.Dataset or array-like
+            The training dataset of (image, target), or an array of images
+            (N, C, H, W) or (N, H, W), or of feature vectors (N, D).
+        y : torch.utils.data.Dataset, array-like or None
+            With a dataset ``X``: the validation dataset (None: none). With an
+            array ``X``: the targets, +1 normal and -1 anomaly (None: all normal).
+        checkpoint : str, pathlib.Path or None
+            A file the training state is written to after every epoch.
+        resume : bool
+            Continue from ``checkpoint``.
+        callback : callable or None
+            Called with each epoch's history row.
+
+        Returns
+        -------
+        DLMSVDD
+            This model, fitted.
+
+        Raises
+        ------
+        dlmsvdd.training.divergence.TrainingDiverged
+            Training broke down and ``on_divergence="error"`` (or at the first epoch).
+        """
         if is_array(X):
             images = array_inputs(X)
             train, val = self._array_split(images, y)
@@ -557,12 +619,26 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         threshold = float(np.percentile(np.asarray(f, dtype=np.float64)[targets > 0], 100.0 * (1.0 - contamination)))
         return threshold, f"{which} normals' {1 - contamination:g} quantile"
     def measure_alpha_step(self, train: Dataset) -> dict:
-        """One more alpha-step on the trained network's features, from scratch and
-        under a peak-memory probe (``dlmsvdd.training.memory``): its build and solve seconds
-        and the peak bytes above the features. A separate pass, so the probe's
-        overhead touches neither training nor the model's boundary. Under torchrun
-        every process runs it on its shard and reports its own peak. Whether it
-        was certified is its ``converged`` (no warning: training already warned)."""
+        """Run one more alpha-step on the trained network's features under a peak-memory probe.
+
+        From scratch, in a separate pass, so the probe's overhead touches
+        neither training nor the model's boundary (``dlmsvdd.training.memory``).
+        Under torchrun every process runs it on its shard and reports its own
+        peak.
+
+        Parameters
+        ----------
+        train : torch.utils.data.Dataset
+            The training dataset.
+
+        Returns
+        -------
+        dict
+            ``build_seconds``, ``solve_seconds``, ``converged`` (no warning:
+            training already warned), ``peak_bytes`` above the features,
+            ``memory_method``, ``n_train``, ``n_features``, ``rank`` (the factor's
+            columns, None for the exact kernel) and ``full_kernel_bytes``.
+        """
         feats, targets = self._features(train)
         svdd = sklearn.base.clone(self.svdd_).set_params(gamma=self.svdd_.gamma_, warm_start=False)
         fit = svdd.fit if self.group_ is None else svdd.fit_sharded
@@ -597,8 +673,23 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return inputs
 
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
-        """f(x) and the targets of a dataset (or an array of network inputs: targets
-        +1) in one pass (every process scores its shard; all get all the scores)."""
+        """Score a dataset: f(x) and the targets in one pass.
+
+        Every process scores its shard; all get all the scores.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+
+        Returns
+        -------
+        f : numpy.ndarray
+            f(x) of every sample.
+        targets : numpy.ndarray
+            The dataset's targets (+1 for every row of an array).
+        """
         self._check_fitted()
         if is_array(data):
             images = self._images(data)
@@ -623,37 +714,107 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
                              f"evaluation transform; got shape {tuple(images.shape)}")
 
     def dissimilarity(self, data) -> np.ndarray:
-        """f(x) for a dataset of (image, target) or an array of images; higher = more anomalous."""
+        """f(x), the squared RKHS distance to the centre; higher = more anomalous.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+
+        Returns
+        -------
+        numpy.ndarray
+            f(x) of every sample.
+        """
         return self.scores(data)[0]
 
     def score_samples(self, data) -> np.ndarray:
-        """-f(x): higher = more normal (scikit-learn's convention)."""
+        """-f(x): higher = more normal (scikit-learn's convention).
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+
+        Returns
+        -------
+        numpy.ndarray
+            -f(x) of every sample.
+        """
         return -self.dissimilarity(data)
 
     def decision_function(self, data) -> np.ndarray:
-        """threshold_ - f(x) in float64: positive = normal, as scikit-learn's
-        outlier detectors (``score_samples - offset_``)."""
+        """``threshold_ - f(x)`` in float64: positive = normal.
+
+        As scikit-learn's outlier detectors: ``score_samples - offset_``.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``threshold_ - f(x)`` of every sample.
+        """
         self._check_fitted("threshold_")
         return self.threshold_ - self.dissimilarity(data).astype(np.float64)
 
     @property
     def offset_(self) -> float:
+        """``-threshold_``, scikit-learn's offset: ``decision_function = score_samples - offset_``."""
         self._check_fitted("threshold_")
         return -self.threshold_
 
     def predict(self, data, *, fpr=None, fdr=None) -> np.ndarray:
-        """+1 normal (f below ``threshold_``), -1 anomaly. With ``fpr``: -1 where
-        the conformal p-value is <= fpr (each normal sample flagged with
-        probability at most fpr); with ``fdr``: -1 for the samples
-        Benjamini-Hochberg flags at that false-discovery rate over ``data``
-        (both need calibration normals: see ``p_values``)."""
+        """+1 normal, -1 anomaly: at ``threshold_``, or by a conformal rule.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+        fpr : float or None
+            -1 where the conformal p-value is <= fpr: each normal sample is
+            flagged with probability at most fpr.
+        fdr : float or None
+            -1 for the samples Benjamini-Hochberg flags at this false-discovery
+            rate over ``data``.
+
+        Returns
+        -------
+        numpy.ndarray
+            +1 (normal: f below ``threshold_``) or -1 (anomaly) per sample.
+
+        Raises
+        ------
+        dlmsvdd_ext.conformal.NotCalibrated
+            ``fpr`` or ``fdr`` without calibration normals (see ``p_values``).
+        """
         self._check_fitted("threshold_")
         if fpr is not None or fdr is not None:
             self._calibration()  # refused before scoring, not after
         return self.decide(self.dissimilarity(data), fpr=fpr, fdr=fdr)
 
     def decide(self, f, *, fpr=None, fdr=None) -> np.ndarray:
-        """``predict`` on dissimilarities f already computed (the CLI's ``score``)."""
+        """``predict`` on dissimilarities already computed (the CLI's ``score``).
+
+        Parameters
+        ----------
+        f : array-like
+            Dissimilarities f(x).
+        fpr, fdr : float or None
+            The conformal rules, as in ``predict``.
+
+        Returns
+        -------
+        numpy.ndarray
+            +1 (normal) or -1 (anomaly) per score.
+        """
         self._check_fitted("threshold_")
         if fpr is None and fdr is None:
             return metrics.predict(f, self.threshold_)
@@ -662,10 +823,23 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
     def calibrate(self, data, y=None) -> "DLMSVDD":
-        """Replaces the calibration normals (by default the validation normals
-        of fit) with ``data``: normal samples the model never trained on, an
-        array of raw inputs (labels y, if given, all +1) or a dataset whose
-        targets are all +1. p_values and the fpr / fdr decisions use them."""
+        """Replace the calibration normals (by default the validation normals of ``fit``).
+
+        ``p_values`` and the ``fpr`` / ``fdr`` decisions use them.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            Normal samples the model never trained on: an array of raw inputs,
+            or a dataset whose targets are all +1.
+        y : array-like or None
+            Labels of an array ``data``, if given; all must be +1.
+
+        Returns
+        -------
+        DLMSVDD
+            This model.
+        """
         self._check_fitted("threshold_")
         if y is not None and not is_array(data):
             raise ValueError("calibrate(dataset) takes the dataset's targets; labels y go with an array X")
@@ -700,16 +874,37 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return self.svdd_.calibration_source_
 
     def p_values(self, data) -> np.ndarray:
-        """Conformal p-values (1 + #{calibration f >= f(x)}) / (n_cal + 1), small =
-        anomalous; valid when the calibration normals and new normal samples are
-        exchangeable. The default calibration set, the validation normals, also
-        chose the best epoch (and, with labelled anomalies, the threshold): a
-        mild selection effect; ``calibrate`` with fresh normals removes it."""
+        """Conformal p-values: small = anomalous.
+
+        ``(1 + #{calibration f >= f(x)}) / (n_cal + 1)``; valid when the
+        calibration normals and new normal samples are exchangeable. The
+        default calibration set, the validation normals, also chose the best
+        epoch (and, with labelled anomalies, the threshold): a mild selection
+        effect; ``calibrate`` with fresh normals removes it.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset or array-like
+            A dataset of (input, target), or an array of raw inputs as ``fit``
+            takes them (run through ``preprocessing_``).
+
+        Returns
+        -------
+        numpy.ndarray
+            One p-value per sample, in (0, 1].
+        """
         return self._calibration().p_values(self.dissimilarity(data))
 
     @property
     def predict_proba(self):
-        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
+        """PyOD's columns (normal, anomaly) as (p, 1 - p), p the conformal p-value.
+
+        The anomaly column is the share of calibration normals scoring below
+        the sample: a calibrated rank among normal data, not the posterior
+        probability of an anomaly. Exists once the model is calibrated (else
+        ``dlmsvdd_ext.conformal.NotCalibrated``): ``predict_proba(data)``
+        returns an (N, 2) array.
+        """
         self._calibration()
         return self._predict_proba
 
@@ -721,20 +916,57 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return self._calibration().proba(self.dissimilarity(data))
 
     def fit_predict(self, X, y=None) -> np.ndarray:
-        """fit, then +1 / -1 for the training data passed (an array's every row, or the training dataset)."""
+        """``fit``, then +1 / -1 for the training data passed.
+
+        Parameters
+        ----------
+        X : torch.utils.data.Dataset or array-like
+            As in ``fit``.
+        y : torch.utils.data.Dataset, array-like or None
+            As in ``fit``.
+
+        Returns
+        -------
+        numpy.ndarray
+            +1 (normal) or -1 (anomaly) for every row of an array, or every
+            sample of the training dataset.
+        """
         return metrics.predict(self.fit(X, y).decision_scores_, self.threshold_)
 
     def evaluate(self, data) -> dict:
-        """AUROC and balanced accuracy (at ``threshold_``) on a labelled dataset."""
+        """AUROC and balanced accuracy (at ``threshold_``) on a labelled dataset.
+
+        Parameters
+        ----------
+        data : torch.utils.data.Dataset
+            A dataset of (input, target) with targets +1 / -1.
+
+        Returns
+        -------
+        dict
+            ``auroc``, ``balanced_accuracy``, ``threshold``, ``n`` and ``n_anomalous``.
+        """
         self._check_fitted("threshold_")
         f, targets = self.scores(data)
         return {**metrics.summary(targets, f, self.threshold_), "n": len(f), "n_anomalous": int((targets < 0).sum())}
 
     def preprocess(self, images) -> torch.Tensor:
-        """Raw inputs (images: uint8 or float in [0, 1], (N, C, H, W) or grey
-        (N, H, W); vectors (N, D)) as the network takes them: the preprocessing
-        the model was trained with (``preprocessing_``), in the torch operations
-        an export runs. Scoring an array does this itself."""
+        """Raw inputs as the network takes them: the preprocessing the model was trained with.
+
+        ``preprocessing_``, in the torch operations an export runs. Scoring an
+        array does this itself.
+
+        Parameters
+        ----------
+        images : array-like
+            Images, uint8 or float in [0, 1], (N, C, H, W) or grey (N, H, W);
+            or feature vectors (N, D).
+
+        Returns
+        -------
+        torch.Tensor
+            The network's input.
+        """
         spec = self.stored_preprocessing()
         raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
         if isinstance(spec, VectorPreprocessing):
@@ -746,7 +978,19 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             return spec.module()(raw)
 
     def stored_preprocessing(self) -> Preprocessing:
-        """``preprocessing_``, or a ValueError saying why a model has none."""
+        """The model's preprocessing record.
+
+        Returns
+        -------
+        dlmsvdd.data.preprocessing.Preprocessing or dlmsvdd.data.vectors.VectorPreprocessing
+            ``preprocessing_``.
+
+        Raises
+        ------
+        ValueError
+            The model has none (saved before records were kept, or a custom
+            network on inputs that are not images), with why.
+        """
         self._check_fitted("preprocessing_")
         if self.preprocessing_ is None:
             raise ValueError("this model holds no preprocessing record (trained on inputs that are not images, or "
@@ -754,14 +998,28 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
         return self.preprocessing_
 
     def export(self, path, format: str = "onnx", input_dtype: str = "float32"):
-        """Writes one self-contained scorer (``dlmsvdd.training.export``): raw
-        images in, (dissimilarity, decision, p_value) out (p_value: from the
-        calibration normals, NaN for a model without them). format: "onnx" (needs the
-        ``export`` extra: onnx, onnxscript, onnxruntime) or "torchscript";
-        input_dtype: what the ONNX graph takes, "float32" (in [0, 1]) or
-        "uint8" (TorchScript takes both, and refuses other dtypes). A float
-        image out of range or not finite gets f NaN, and any non-finite f
-        decision -1. Returns the path."""
+        """Write one self-contained scorer: raw images in, (dissimilarity, decision, p_value) out.
+
+        ``p_value`` comes from the calibration normals (NaN for a model without
+        them). A float image out of range or not finite gets f NaN, and any
+        non-finite f decision -1 (``dlmsvdd.training.export``).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write.
+        format : str
+            "onnx" (needs the ``export`` extra: onnx, onnxscript, onnxruntime)
+            or "torchscript".
+        input_dtype : str
+            What the ONNX graph takes: "float32" (in [0, 1]) or "uint8"
+            (TorchScript takes both, and refuses other dtypes).
+
+        Returns
+        -------
+        pathlib.Path
+            The file written.
+        """
         from . import export
 
         self._check_fitted("threshold_")
@@ -770,9 +1028,16 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
     # ---- checkpoints
 
     def save(self, path) -> None:
-        """Weights, boundary, threshold, config, history, the preprocessing and
-        package versions, written atomically (with several processes: from one of
-        them; all hold the same model)."""
+        """Save the model: weights, boundary, threshold, configuration, history, preprocessing, versions.
+
+        Written atomically (with several processes: from one of them; all hold
+        the same model); ``load`` reads it (``dlmsvdd.training.checkpoints``).
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            The file to write (``model.pt`` in a run folder).
+        """
         self._check_fitted("threshold_")
         preprocessing = None if self.preprocessing_ is None else self.preprocessing_.to_dict()
         checkpoints.write(path, {
@@ -784,10 +1049,29 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
-        """A saved model; scores exactly as the one that was saved. A custom
-        backbone must be passed again (its architecture is code, not data).
-        ``device``: where to score (default: where it was trained, or the CPU
-        when this machine lacks that device)."""
+        """A saved model; it scores exactly as the one that was saved.
+
+        Parameters
+        ----------
+        path : str or pathlib.Path
+            A file written by ``save``.
+        backbone : torch.nn.Module or None
+            The custom backbone's module, for a model trained with one (its
+            architecture is code, not data).
+        device : str or None
+            Where to score (default: where it was trained, or the CPU when this
+            machine lacks that device).
+
+        Returns
+        -------
+        DLMSVDD
+            The model.
+
+        Raises
+        ------
+        ValueError
+            A file that is not a complete model of this format, with what is wrong.
+        """
         state = checkpoints.read(path, checkpoints.MODEL)
         checkpoints.check_model(state, path)
         values = dict(state["config"])
