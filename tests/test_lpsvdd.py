@@ -30,7 +30,8 @@ Y_REFUSED = "y must hold \\+1 \\(normal\\) or -1 \\(anomaly\\); found"
 
 
 def test_plain_check_estimator_fails_only_where_it_passes_class_labels_as_y():
-    """What the README says of check_estimator(LpSVDD()): every check passes
+    """What the user guide (docs/user-guide/solver.md, once the README) says of
+    check_estimator(LpSVDD()): every check passes
     except those that fit on class labels (0, 1, 2, ...) as y, which fail on
     LpSVDD's own refusal of such a y and on nothing else (24 of 47 in
     scikit-learn 1.9). No scikit-learn tag makes the checks pass +1/-1 labels
@@ -47,11 +48,12 @@ def test_plain_check_estimator_fails_only_where_it_passes_class_labels_as_y():
 
     assert [(r["check_name"], str(r["exception"])[:200]) for r in failed if not refused_y(r["exception"])] == []
     assert 0 < len(failed) < sum(r["status"] == "passed" for r in results) + len(failed)
-    # the README says exactly this (before, it said that LpSVDD() passes check_estimator)
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    # the user guide says exactly this (before, the README said that LpSVDD() passes check_estimator)
+    page = Path(__file__).resolve().parents[1] / "docs" / "user-guide" / "solver.md"
+    readme = " ".join(page.read_text().split())
     said = re.search(r"`check_estimator\(LpSVDD\(\)\)` checks \(([\d.]+): (\d+)\) the (\d+) that fit on class labels",
                      readme)
-    assert said is not None, "the README no longer says which check_estimator checks fail and why"
+    assert said is not None, "docs/user-guide/solver.md no longer says which check_estimator checks fail and why"
     assert (int(said.group(2)), int(said.group(3))) == (len(results), len(failed))
     dropped = {r["check_name"]: r["status"] for r in check_estimator(_FitsWithoutLabels(), on_fail=None)}
     # each passes once y is omitted (or is skipped: the pandas check without pandas)
@@ -269,7 +271,7 @@ def test_warm_start_resumes_from_the_previous_optimum():
 # ---- decisions without labelled anomalies (issue 14, item 1)
 
 def _readme_data():
-    """The README's five-line example: 400 normal, 100 anomalous in 16-d."""
+    """The user guide's five-line LpSVDD example (docs/user-guide/solver.md): 400 normal, 100 anomalous in 16-d."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((500, 16))
     X[400:] += 3
@@ -314,7 +316,7 @@ def test_offset_is_the_contamination_quantile_of_the_training_normals(contaminat
 
 def test_radius_threshold_is_the_sphere_on_request():
     X, y = _readme_data()
-    m = LpSVDD(contamination="radius", nu=1.2, gamma="median").fit(X, y)  # the README example (172 of 400)
+    m = LpSVDD(contamination="radius", nu=1.2, gamma="median").fit(X, y)  # the user guide's example (172 of 400)
     assert m.offset_ == -m.r2_
     f = m.dissimilarity(X)
     np.testing.assert_array_equal(m.predict(X), np.where(f <= m.r2_, 1, -1))

@@ -36,7 +36,7 @@ def test_digits_presets_train_the_default_a_user_gets_from_scratch():
     measure it, TrainConfig(backbone="small_cnn", weights=None) with every training field
     at its default. Before: DIGITS set 10 epochs (and long-tailed kept the paper's 500 had
     it not), a configuration the table never measured. approx's digits section shortens
-    its kernel study to 5 epochs on purpose (README, Experiments)."""
+    its kernel study to 5 epochs on purpose (docs/user-guide/sweeps.md, Experiments)."""
     default = TrainConfig(backbone="small_cnn", weights=None)
     training = ("epochs", "batch_size", "weight_decay")  # the axes a preset varies (frozen, gamma, ...) aside
     for name in presets.names():

@@ -9,8 +9,8 @@ from dlmsvdd.cli import main
 from dlmsvdd.training import checkpoints, config
 from dlmsvdd.training.config import TrainConfig
 
-# the scratch recipe as the README states it (lr 1e-3, BatchNorm statistics first, the latest epoch,
-# 4 branches of a 32-wide small CNN)
+# the scratch recipe as the user guide states it (docs/user-guide/detector.md, Recipes: lr 1e-3, BatchNorm
+# statistics first, the latest epoch, 4 branches of a 32-wide small CNN)
 SCRATCH = {"recipe": "scratch", "lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": 32,
            "cnn_branches": 4}
 

@@ -220,7 +220,7 @@ def _train(args) -> int:
 def _demo_defaults():
     """Digits one-vs-rest with the small CNN from scratch, every training setting at its
     default (the "scratch" recipe); well within 2 minutes on 2 CPU cores. Normal class 3,
-    the README's example: on class 0 every detector, raw pixels included, scores 1.0."""
+    the documentation's example: on class 0 every detector, raw pixels included, scores 1.0."""
     from .training.config import TrainConfig
 
     return TrainConfig(data="digits", normal_class=3, backbone="small_cnn", weights=None, ratio=0.1,

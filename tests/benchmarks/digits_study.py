@@ -133,7 +133,7 @@ def digits_method_table(ratios=(0.1, 0.5, 0.75), seeds=(0, 1, 2), classes=range(
 
 
 def markdown_table(table: dict, methods=METHODS) -> str:
-    """The table as the README shows it: a row per method, a column per ratio
+    """The table as the documentation shows it (docs/results/digits.md): a row per method, a column per ratio
     (mean +- std over seeds), the mean fit seconds over all tasks."""
     ratios = list(table)
     lines = ["| method | " + " | ".join(f"ratio {r}" for r in ratios) + " | fit seconds |",

@@ -6,7 +6,7 @@ On the development protocol (digits' training pool split again; the test pool is
 read), each task's split fixed and only the network's seed varied (0-3), 10 classes x
 3 ratios: the spread left is the training's own. Each study varies one field of the
 default over its other fields: the width (32, 64, 128; 64 looked steadier here and
-measured worse than 32 on digits' test pool at ratio 0.75, README) and the number of
+measured worse than 32 on digits' test pool at ratio 0.75, docs/user-guide/detector.md) and the number of
 branches (1, 2, 4, 8). Each study takes 10-15 minutes on one core.
 """
 

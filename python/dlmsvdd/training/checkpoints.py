@@ -1,6 +1,6 @@
 """Checkpoint files: a trained model (``model.pt``) and the training state of an
-unfinished run (``checkpoint.pt``, written after every epoch; see README
-"Resuming a run").
+unfinished run (``checkpoint.pt``, written after every epoch; see
+docs/user-guide/run-folders.md, "Resuming a run").
 
 Both are ``torch.save``'d dicts of tensors, numbers, strings, lists and dicts,
 which ``torch.load(weights_only=True)`` reads (nothing in them runs code), with

@@ -48,7 +48,7 @@ DIVERGENCE = ("rollback", "error")
 # pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
 # training images (training.pretrain), the larger step of a network that starts far from a good
 # representation, and the epoch selection that small validation sets can support
-# (training.selection). README, "When DLM-SVDD helps".
+# (training.selection). docs/user-guide/detector.md, "Recipes".
 RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "cnn_width": SMALL_CNN_WIDTH,
                      "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS},
            "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "cnn_width": SMALL_CNN_WIDTH,
@@ -222,7 +222,7 @@ class TrainConfig:
     weights: str | None = None  # "imagenet" (local torch cache), a state-dict file, or None
     image_size: int | None = None  # default: 224 for ImageNet weights and natural images, else native
     # the small CNN's channels in its first block (then twice and four times that; features: four times).
-    # None: the recipe's, 32 for both (README, "When DLM-SVDD helps": 64 is steadier on the development
+    # None: the recipe's, 32 for both (docs/user-guide/detector.md, "Recipes": 64 is steadier on the development
     # protocol but measured worse on digits' test pool at ratio 0.75)
     cnn_width: int | None = None
     # the small CNN as this many independent branches whose kernel distances are averaged

@@ -30,7 +30,7 @@ class SmallCNN(nn.Module):
     all of them concatenated over sqrt(branches): the squared distance between two
     images' features is then the mean of the branches' squared distances, so the RBF
     kernel averages over independently initialised networks instead of depending on
-    one draw (README, "When DLM-SVDD helps"). One branch is the plain small CNN, the
+    one draw (docs/user-guide/detector.md, "Recipes"). One branch is the plain small CNN, the
     same layers and weights."""
 
     def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH, branches: int = 1):
