@@ -12,6 +12,7 @@ images to a batch of feature vectors can be the network.
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import NullFormatter
 from sklearn.datasets import load_digits
 from sklearn.metrics import roc_auc_score
 from torch import nn
@@ -58,13 +59,15 @@ ax_h.hist(f[y[held_out] > 0], bins=bins, alpha=0.6, label="normal (3)")
 ax_h.hist(f[y[held_out] < 0], bins=bins, alpha=0.6, label="anomalies")
 ax_h.axvline(model.threshold_, color="k", ls="--", label="threshold_")
 ax_h.set(xscale="log", xlabel="f(x)", ylabel="images", title="held-out scores")
+ax_h.xaxis.set_minor_formatter(NullFormatter())
 ax_h.legend(fontsize=8)
 ax_e.plot(epochs, [row.get("val_auroc", np.nan) for row in model.history_], "o-", ms=3, label="validation AUROC")
 ax_e.set(xlabel="epoch", ylabel="validation AUROC", title="training")
 ax_l = ax_e.twinx()
 ax_l.plot(epochs[:-1], [row["omega_loss"] for row in model.history_[:-1]], color="C1", label="omega-step loss")
 ax_l.set_ylabel("margin-violation loss")
-fig.legend(loc="lower right", fontsize=8, bbox_to_anchor=(0.98, 0.15))
+lines = ax_e.get_legend_handles_labels(), ax_l.get_legend_handles_labels()
+ax_e.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], loc="lower right", fontsize=8)
 fig.tight_layout()
 
 # %%
