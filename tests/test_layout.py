@@ -101,3 +101,17 @@ def test_the_extension_modules_import_without_a_circle():
 
     for module in sorted(graph):
         visit(module)
+
+
+def test_no_class_defines_a_method_twice():
+    # the second definition silently replaces the first (issue 25: LowRankKernel.diagonal's row-by-row
+    # einsum was overridden by a version that made an N x m temporary)
+    for package in (Path(dlmsvdd.__file__).parent, Path(dlmsvdd_ext.__file__).parent):
+        for path in package.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef):
+                    names = [f.name for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and not any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+                                         for d in f.decorator_list)]
+                    twice = sorted({n for n in names if names.count(n) > 1})
+                    assert not twice, f"{path.name}: class {node.name} defines {twice} twice"
