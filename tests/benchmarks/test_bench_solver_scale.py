@@ -68,7 +68,8 @@ if kernel == "exact":
     g = model.gamma_
     def gram():
         sq = (Xd * Xd).sum(1)
-        return torch.exp(-g * (sq[:, None] + sq[None, :] - 2.0 * Xd @ Xd.T))
+        G = Xd @ Xd.T  # in place from here: one n x n buffer, as the kernel itself
+        return G.mul_(-2.0).add_(sq[:, None]).add_(sq[None, :]).mul_(-g).exp_()
     K = gram()
     a = torch.rand(n, dtype=K.dtype)
     build, per_iter = timed(gram), timed(lambda: K @ a)
