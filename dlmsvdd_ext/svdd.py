@@ -64,7 +64,7 @@ def _synchronized_clock(device: torch.device) -> float:
     return time.perf_counter()
 
 
-class LpSVDD(OutlierMixin, BaseEstimator):
+class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     """Large-margin lp-SVDD (Arashloo 2024) with an RBF kernel, solved to a certified optimum.
 
     Parameters
@@ -497,20 +497,6 @@ class LpSVDD(OutlierMixin, BaseEstimator):
         """Conformal p-values, (1 + #{calibration f >= f(x)}) / (n_cal + 1): small = anomalous."""
         f, _ = self._scored(X)
         return self._calibration().p_values(f)
-
-    @property
-    def predict_proba(self):
-        """Exists once the model is calibrated (else ``conformal.NotCalibrated``)."""
-        self._calibration()
-        return self._predict_proba
-
-    def _predict_proba(self, X) -> np.ndarray:
-        """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
-        conformal p-value. The anomaly column is the share of calibration
-        normals that score below x: a calibrated rank, not the posterior
-        probability of an anomaly."""
-        f, _ = self._scored(X)
-        return self._calibration().proba(f)
 
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
