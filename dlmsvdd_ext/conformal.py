@@ -201,6 +201,34 @@ def normal_only(y, n: int) -> None:
                          "p-values need normal samples only; leave the anomalies out of the calibration set")
 
 
+class ConformalProba:
+    """``predict_proba`` for a detector with ``_calibration()`` and ``dissimilarity(X)``.
+
+    ``_calibration()`` gives a ``Calibration`` or raises ``NotCalibrated``:
+    one owner for LpSVDD and DLMSVDD.
+    """
+
+    @property
+    def predict_proba(self):
+        """PyOD's columns (normal, anomaly) as (p, 1 - p), p the conformal p-value.
+
+        The anomaly column is the share of calibration normals scoring below
+        the sample: a calibrated rank among normal data, not the posterior
+        probability of an anomaly. Exists once the model is calibrated (else
+        ``dlmsvdd_ext.conformal.NotCalibrated``): ``predict_proba(X)`` returns
+        an (n, 2) array.
+        """
+        self._calibration()
+        return self._predict_proba
+
+    def _predict_proba(self, X) -> np.ndarray:
+        """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
+        conformal p-value. The anomaly column is the share of calibration
+        normals scoring below the sample: a calibrated rank among normal data,
+        not the posterior probability of an anomaly."""
+        return self._calibration().proba(self.dissimilarity(X))
+
+
 class NotCalibrated(ValueError, AttributeError):
     """A model without calibration normals asked for p-values.
 

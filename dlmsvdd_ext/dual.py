@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import params
+
 
 @dataclass(frozen=True)
 class DualProblem:
@@ -49,8 +51,6 @@ class DualProblem:
             n_normal, n_anomaly = (int(c) for c in counts)
         if n_normal == 0:
             raise ValueError("there are no normal samples (label +1)")
-        from . import params  # imported here: params imports the solver, which imports this module
-
         params.check({"p": p, "nu": nu, "c1": c1, "c2": c2})
         if n_anomaly == 0 and nu != 1:
             raise ValueError(f"without anomalies nu must be 1 (one-class SVDD), got {nu}")

@@ -18,8 +18,10 @@ import torch
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
 from .kernels import BACKENDS
-from .solver import METHODS
 
+# The solvers of the alpha-step (``solver.solve``'s methods); named here, in the parameter table
+# that the dual problem and the solver both import, so that the solver's modules stand in layers.
+METHODS = ("apg", "pairwise", "paper")
 GAMMA_STRATEGIES = ("local", "median", "per-epoch")
 
 # The smallest slack exponent p supported. The dual's penalty is pen alpha^q

@@ -32,8 +32,7 @@ import torch
 from . import ops
 from .dual import DualProblem
 from .kernel_operator import KernelOperator
-
-METHODS = ("apg", "pairwise", "paper")
+from .params import METHODS
 
 
 @dataclass

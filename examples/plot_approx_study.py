@@ -37,11 +37,8 @@ print((folder / "approx_pareto.md").read_text())
 # %%
 # The figure the report writes, ``approx_study.png``: (a) AUROC, (b) build +
 # solve seconds, (c) peak memory against m, the exact kernel dashed; (d)
-# AUROC against fit time with the Pareto front. DLM-SVDD's bandwidth is the
-# median heuristic (``TrainConfig(gamma="median")``), ten times wider than
-# ``LpSVDD``'s default; in this one small run the spectral maps keep up with
-# the exact kernel at m = 128, where on the pixels at ``LpSVDD``'s bandwidth
-# they trail far behind (the kernel-approximation example).
+# AUROC against fit time with the Pareto front. One class, one seed and one
+# epoch: the differences between backends here are within a run's noise.
 fig, ax = plt.subplots(figsize=(12, 9))
 ax.imshow(plt.imread(folder / "approx_study.png"))
 ax.set_axis_off()

@@ -49,10 +49,9 @@ for b in backends:
 # The trade-off
 # -------------
 # The exact kernel is the dashed line. With about 900 training samples it is
-# cheap, and the landmark methods (Nystrom, RPCholesky) reach its AUROC at a
-# small m; the spectral maps need a larger m at this bandwidth (the default
-# ``gamma="local"``, ten times the median heuristic). On larger sets the
-# exact kernel's time grows as n^2 and the approximations' as n m.
+# cheap; the landmark methods (Nystrom, RPCholesky) come close to its AUROC
+# at a small m, the spectral maps need a larger m to get there. On larger
+# sets the exact kernel's time grows as n^2 and the approximations' as n m.
 fig, (ax_a, ax_t) = plt.subplots(1, 2, figsize=(11, 4))
 for b in backends:
     auroc, seconds = results[b][:, :, 0], results[b][:, :, 1]

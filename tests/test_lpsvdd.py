@@ -324,11 +324,11 @@ def test_radius_threshold_is_the_sphere_on_request():
 
 
 def test_nu_auto_with_anomalies_is_the_chosen_value():
-    # NU_WITH_ANOMALIES (5, chosen on ADBench's development sets, issue 28), not the paper's 1.2
+    # NU_WITH_ANOMALIES (20, chosen on ADBench's development sets, issue 28), not the paper's 1.2
     X, y = _two_blobs(6)
     with_labels = LpSVDD().fit(X, y)
-    assert with_labels.nu_ == 5.0 and with_labels.alpha_[y > 0].sum() == pytest.approx(3.0)
-    assert with_labels.objective_ == LpSVDD(nu=5.0).fit(X, y).objective_
+    assert with_labels.nu_ == 20.0 and with_labels.alpha_[y > 0].sum() == pytest.approx(10.5)
+    assert with_labels.objective_ == LpSVDD(nu=20.0).fit(X, y).objective_
 
 
 # ---- certificates (items 2, 3, 4) and bad values (item 7)

@@ -31,7 +31,7 @@ def two_clusters_and_anomalies_between(seed=0):
 def test_local_bandwidth_finds_anomalies_between_clusters_that_the_median_smooths_over():
     # At the median bandwidth (median squared distance about 18: a kernel of width about 3 per axis) the
     # one-class centre's kernel mean of two clusters 6 apart peaks between them, at the anomalies;
-    # ten times narrower, it is near 0 there.
+    # at LOCAL_GAMMA_SCALE (2) times the median's gamma it dips there, below its value at the clusters.
     normal, anomalies = two_clusters_and_anomalies_between()
     test_normal, _ = two_clusters_and_anomalies_between(seed=1)
     X_test = np.r_[test_normal, anomalies]
@@ -50,7 +50,8 @@ def anomalies_inside_the_normal_data(seed):
 def test_auto_nu_gives_labelled_anomalies_the_weight_to_flag_anomalies_inside_the_normal_data():
     # The centre is about (nu + 1)/2 times the normals' kernel mean minus (nu - 1)/2 times the labelled
     # anomalies': at the paper's nu = 1.2 (0.1 against 1.1) the anomalies at the normals' mode still
-    # score as the most normal rows; at nu = 5 (2 against 3) the labels outweigh the density there.
+    # score as the most normal rows; at NU_WITH_ANOMALIES = 20 (9.5 against 10.5) the labels outweigh the
+    # density there.
     normal, anomalies = anomalies_inside_the_normal_data(0)
     X = np.r_[normal, anomalies[:10]]
     y = np.r_[np.ones(len(normal)), -np.ones(10)]

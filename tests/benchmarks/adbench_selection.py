@@ -20,8 +20,8 @@ from dlmsvdd_ext.svdd import MEDIAN_SAMPLES
 from benchmarks import adbench_protocol as protocol
 from benchmarks.adbench_methods import _targets
 
-NUS = (1.2, 2.0, 5.0, 10.0, 20.0)
-GAMMA_SCALES = (1.0, 3.0, 10.0, 30.0)
+NUS = (1.2, 2.0, 5.0, 10.0, 20.0, 50.0)
+GAMMA_SCALES = (1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 GRID = tuple(itertools.product(NUS, GAMMA_SCALES))
 
 

@@ -116,7 +116,7 @@ def _has_backend(kind: str) -> bool:
     return bool(getattr(module, "is_available", lambda: False)())
 
 
-class DLMSVDD(OutlierMixin, BaseEstimator):
+class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     """Deep large-margin lp-SVDD: a network and a kernel boundary trained together.
 
     ``fit(train, val)`` takes torch datasets of ``(image, target)`` with target
@@ -894,26 +894,6 @@ class DLMSVDD(OutlierMixin, BaseEstimator):
             One p-value per sample, in (0, 1].
         """
         return self._calibration().p_values(self.dissimilarity(data))
-
-    @property
-    def predict_proba(self):
-        """PyOD's columns (normal, anomaly) as (p, 1 - p), p the conformal p-value.
-
-        The anomaly column is the share of calibration normals scoring below
-        the sample: a calibrated rank among normal data, not the posterior
-        probability of an anomaly. Exists once the model is calibrated (else
-        ``dlmsvdd_ext.conformal.NotCalibrated``): ``predict_proba(data)``
-        returns an (N, 2) array.
-        """
-        self._calibration()
-        return self._predict_proba
-
-    def _predict_proba(self, data) -> np.ndarray:
-        """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
-        conformal p-value. The anomaly column is the share of calibration
-        normals scoring below the sample: a calibrated rank among normal data,
-        not the posterior probability of an anomaly."""
-        return self._calibration().proba(self.dissimilarity(data))
 
     def fit_predict(self, X, y=None) -> np.ndarray:
         """``fit``, then +1 / -1 for the training data passed.
