@@ -123,3 +123,18 @@ def test_mlp_shape_fields():
     model = DLMSVDD(mlp_width=16, mlp_layers=1, **{**FAST, "epochs": 0}).fit(X, y)
     linears = [m for m in model.network_.backbone.modules() if isinstance(m, torch.nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(6, 16), (16, 8)]
+
+
+def test_the_mlp_from_scratch_trains_the_vector_recipe_epochs():
+    # BACKBONE_RECIPES: 15 epochs for the MLP from scratch (chosen on ADBench's validation rows, issue 28);
+    # images keep the recipe's 30, and a given value wins for both
+    from dlmsvdd.training.config import BACKBONE_RECIPES, RECIPES, TrainConfig
+
+    assert TrainConfig().training_params(vectors=True)["epochs"] == BACKBONE_RECIPES["scratch", "mlp"]["epochs"] == 15
+    assert TrainConfig().training_params(vectors=False)["epochs"] == RECIPES["scratch"]["epochs"] == 30
+    assert TrainConfig(epochs=4).training_params(vectors=True)["epochs"] == 4
+    assert TrainConfig(recipe="paper").training_params(vectors=True)["epochs"] == 30
+    X = np.random.default_rng(0).normal(size=(120, 5)).astype(np.float32)
+    model = DLMSVDD(verbose=0, nu=1.0, val_fraction=0.25).fit(X)
+    assert model.training_params_["epochs"] == 15
+    assert len(model.history_) == 16  # epochs 0 (the first boundary) to 15

@@ -240,7 +240,7 @@ def _demo(args) -> int:
 
     cfg = demo_config(args)
     print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
-          f"small CNN, {cfg.backend} kernel, {cfg.epochs} epochs")
+          f"small CNN, {cfg.backend} kernel, {cfg.training_params()['epochs']} epochs")
     _, result, folder = runs.train(cfg)
     _print_result(result, folder)
     if cfg.data != "digits":

@@ -101,7 +101,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         seconds = time.perf_counter() - start
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_), "threshold_rule": model.threshold_rule_,
-                  "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": cfg.epochs,
+                  "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": model.training_params_["epochs"],
                   "warnings": model.warnings_, "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
                   "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
@@ -158,7 +158,10 @@ def unfinished(folder) -> dict | None:
     if not path.is_file():
         return None
     state = checkpoints.read(path, checkpoints.TRAINING)
-    return {"next_epoch": state["next_epoch"], "epochs": state["config"]["epochs"], "config": state["config"]}
+    epochs = state["config"]["epochs"]
+    if epochs is None:  # left to the recipe: what the run resolved it to
+        epochs = state["resolved"]["epochs"]
+    return {"next_epoch": state["next_epoch"], "epochs": epochs, "config": state["config"]}
 
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:

@@ -473,7 +473,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         optimizer = self._start(train)
         augmented = self._augmented(train)
-        epochs = 0 if cfg.frozen else cfg.epochs
+        epochs = 0 if cfg.frozen else self.training_params_["epochs"]
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
         if resume:
