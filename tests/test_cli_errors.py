@@ -46,7 +46,7 @@ def run(tmp_path_factory):
 @pytest.mark.parametrize("flags,message", [
     (["--config", "nope.yaml"], "configuration file 'nope.yaml' does not exist"),
     (["--lr", "inf"], "lr must be a positive number or None, got inf (not finite)"),
-    (["--epochs", "two"], "epochs must be an integer >= 0, got 'two'"),
+    (["--epochs", "two"], "epochs must be an integer >= 0 or None, got 'two'"),
     (["--device", "gpu"], "device must be 'auto' or a torch device such as 'cpu', 'cuda' or 'cuda:1', got 'gpu'"),
     (["--solver", "foo"], "solver must be one of ('apg', 'pairwise', 'paper'), got 'foo'"),
     (["--on-divergence", "ignore"], "on_divergence must be one of ('error', 'rollback')"),
@@ -85,7 +85,7 @@ def test_yaml_and_set_read_1e_3_as_a_number(tmp_path):
     assert presets.parse_assignment("fw_tol=[1e-8, 1e-6]") == ("fw_tol", [1e-8, 1e-6])
     assert presets.parse_assignment("gamma=median") == ("gamma", "median")
     (tmp_path / "c.yaml").write_text("epochs: two\n")
-    with pytest.raises(ValueError, match="epochs must be an integer >= 0, got 'two'"):
+    with pytest.raises(ValueError, match="epochs must be an integer >= 0 or None, got 'two'"):
         TrainConfig.from_yaml(tmp_path / "c.yaml")
 
 

@@ -42,7 +42,10 @@ def test_digits_presets_train_the_default_a_user_gets_from_scratch():
     for name in presets.names():
         for _, values in presets.load(name, digits=True).tasks():
             config = TrainConfig(**values)
-            assert config.training_params() == default.training_params(), name
+            mine, theirs = config.training_params(), default.training_params()
+            if name == "approx":  # its digits section shortens the epochs on purpose
+                mine.pop("epochs"), theirs.pop("epochs")
+            assert mine == theirs, name
             if name != "approx":
                 assert {k: getattr(config, k) for k in training} == {k: getattr(default, k) for k in training}, name
 
