@@ -90,3 +90,28 @@ def test_validation_task_uses_training_rows_only_and_keeps_every_label():
     assert abs(inner.y_test.sum() - 0.3 * n_unlabelled_anomalies) <= 1
     again = protocol.validation_task(task)
     assert np.array_equal(again.X_test, inner.X_test)  # seeded by the task's seed
+
+
+def _record(method, set_, la, auroc, fit=1.0):
+    return {"set": set_, "seed": 0, "la": la, "method": method, "auroc": auroc, "fit_seconds": fit}
+
+
+GOAL_METHODS = ("DLM-SVDD (default)", "LpSVDD with labels (defaults)", "LpSVDD one-class", "IsolationForest",
+                "OneClassSVM", "RBF SVC", "XGBoost", "Deep SAD", "DevNet")
+
+
+def test_goal_rows_hold_when_the_package_leads_and_fail_where_it_does_not():
+    # two sets x two fractions; AUROC by method index (DLM-SVDD best, then LpSVDD with labels, ...)
+    def run(aurocs, fits=None):
+        fits = fits or {}
+        return [_record(m, s, la, aurocs[m] + (0.05 if la == 0.25 and m.startswith("LpSVDD with") else 0.0),
+                        fits.get(m, 1.0))
+                for m in GOAL_METHODS for s in ("a", "b") for la in (0.05, 0.25)]
+
+    leading = {m: 0.9 - 0.02 * i for i, m in enumerate(GOAL_METHODS)}
+    rows = protocol.goal_rows(run(leading))
+    assert len(rows) == 8 and all(ok for _, ok in rows), rows
+    # Deep SAD above DLM-SVDD: its mean and rank rows fail; a slow DLM-SVDD fails the time row
+    behind = {**leading, "Deep SAD": 0.95}
+    failed = [row for row, ok in protocol.goal_rows(run(behind, {"DLM-SVDD (default)": 3.5})) if not ok]
+    assert len(failed) == 4 and all("DLM-SVDD" in row for row in failed), failed

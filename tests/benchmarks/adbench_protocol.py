@@ -201,3 +201,43 @@ def validation_task(task: Task) -> Task:
     fit_rows = np.sort(np.r_[fit_rows, np.flatnonzero(task.labelled)])
     return Task(task.name, task.seed, task.la, task.X_train[fit_rows], task.labelled[fit_rows],
                 task.y_train[fit_rows], task.X_train[val_rows], task.y_train[val_rows])
+
+
+# The methods that are this package's (the rest are the baselines issue 28 measures against)
+OWN_METHODS = ("DLM-SVDD", "LpSVDD")
+UNSUPERVISED_BASELINES = ("IsolationForest", "OneClassSVM")
+
+
+def goal_rows(records: list[dict]) -> list[tuple[str, bool]]:
+    """Issue 28's goal rows on a run of the whole protocol: (the row with its numbers, whether it holds).
+    DLM-SVDD's rank is taken among it and the labelled baselines the goal names (XGBoost, Deep SAD,
+    DevNet, PReNet, the RBF SVC); the summary's rank is over every method."""
+    s = summary(records)
+    name = {key: next(m for m in s if m.startswith(key)) for key in
+            ("DLM-SVDD", "LpSVDD with labels (defaults)", "LpSVDD one-class", "Deep SAD", "RBF SVC",
+             *UNSUPERVISED_BASELINES)}
+    dlm, lab, one = name["DLM-SVDD"], name["LpSVDD with labels (defaults)"], name["LpSVDD one-class"]
+    baselines = [m for m in s if not m.startswith(OWN_METHODS + UNSUPERVISED_BASELINES) and s[m]["tasks"]]
+    versus = summary([r for r in records if r["method"] in (dlm, *baselines)])
+    las = sorted(s[dlm]["auroc"])
+    rows = []
+    for la in las:
+        best = max(baselines, key=lambda m: s[m]["auroc"].get(la, -1.0))
+        rows.append((f"la {la}: DLM-SVDD {s[dlm]['auroc'][la]:.3f} >= best baseline ({best}) "
+                     f"{s[best]['auroc'][la]:.3f}", s[dlm]["auroc"][la] >= s[best]["auroc"][la]))
+    runner_up = min((m for m in baselines), key=lambda m: versus[m]["rank"])
+    rows.append((f"DLM-SVDD's average rank among it and the baselines {versus[dlm]['rank']:.2f} < next "
+                 f"({runner_up}) {versus[runner_up]['rank']:.2f}", versus[dlm]["rank"] < versus[runner_up]["rank"]))
+    ratio = s[dlm]["fit_seconds"] / s[name["Deep SAD"]]["fit_seconds"]
+    rows.append((f"DLM-SVDD's mean fit time {ratio:.2f}x Deep SAD's <= 3x", ratio <= 3.0))
+    for la in las:
+        others = [one, *(name[m] for m in UNSUPERVISED_BASELINES)]
+        top = max(others, key=lambda m: s[m]["auroc"][la])
+        rows.append((f"la {la}: LpSVDD with labels {s[lab]['auroc'][la]:.3f} > its one-class fit, IsolationForest and "
+                     f"OneClassSVM (best {s[top]['auroc'][la]:.3f})", s[lab]["auroc"][la] > s[top]["auroc"][la]))
+    svc = name["RBF SVC"]
+    rows.append((f"la {las[-1]}: LpSVDD with labels {s[lab]['auroc'][las[-1]]:.3f} >= RBF SVC "
+                 f"{s[svc]['auroc'][las[-1]]:.3f}", s[lab]["auroc"][las[-1]] >= s[svc]["auroc"][las[-1]]))
+    gain = s[lab]["auroc"][las[-1]] - s[lab]["auroc"][las[0]]
+    rows.append((f"LpSVDD with labels gains {gain:+.3f} from la {las[0]} to {las[-1]}", gain > 0))
+    return rows
