@@ -226,7 +226,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             normal = t > 0
             self_similarity = 1.0 if diag is None else diag[normal]
             solver_scores = -(self_similarity - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
-            self.offset_ = self._quantile(self._banded_scores(X_t[normal], solver_scores))
+            # the normal rows by index: X_t[normal] would copy nearly all of X (1.8 GB at N = 1e6)
+            self.offset_ = self._quantile(self._banded_scores(X_t, torch.nonzero(normal).flatten(), solver_scores))
         return self
 
     @staticmethod
@@ -402,7 +403,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     QUANTILE_BAND = 64  # training normals on either side of the quantile that are re-scored
 
-    def _banded_scores(self, X_normal: torch.Tensor, solver_scores: torch.Tensor) -> np.ndarray:
+    def _banded_scores(self, X_t: torch.Tensor, normal_rows: torch.Tensor, solver_scores: torch.Tensor) -> np.ndarray:
         """The training normals' scores as ``score_samples`` gives them, where
         that decides the quantile: the solver's float64 scores (-(1 - 2 K a +
         a^T K a), already computed) with the ``QUANTILE_BAND`` samples on
@@ -411,12 +412,13 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         far more for an approximation's feature map). The two paths differ by
         rounding (1e-7 in float32), so predict on the training data flags the
         contamination fraction exactly unless more than QUANTILE_BAND normals
-        score within that rounding of the quantile."""
+        score within that rounding of the quantile. ``normal_rows``: the
+        indices in ``X_t`` (all training rows) of the normals ``solver_scores`` holds."""
         scores = solver_scores.detach().cpu().numpy().astype(np.float64)
         k = int(np.floor(self.contamination * (len(scores) - 1)))
         band = np.argsort(scores, kind="stable")[max(0, k - self.QUANTILE_BAND): k + self.QUANTILE_BAND + 2]
-        rows = torch.as_tensor(band, device=X_normal.device)
-        scores[band] = self.score_samples(X_normal[rows]).detach().cpu().numpy()
+        rows = normal_rows[torch.as_tensor(band, device=normal_rows.device)]
+        scores[band] = self.score_samples(X_t[rows]).detach().cpu().numpy()
         return scores
 
     def _quantile(self, normal_scores) -> float:
