@@ -100,7 +100,7 @@ TRAIN_FLAGS = {
     "--solver": "apg, pairwise or paper",
     "--contamination": "threshold without validation anomalies: the fraction of normal "
                        "samples called anomalous, or radius (the sphere's r^2)",
-    "--epochs": "alternating epochs",
+    "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
