@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from . import ops
+from .validation import all_finite
 
 POWER_ITERATIONS = 30  # at most, for the factor's lambda_max (LowRankKernel.lambda_max_bound)
 POWER_TOL = 1e-3  # relative change of the estimate that ends them
@@ -191,7 +192,7 @@ class LowRankKernel(KernelOperator):
     def __init__(self, Z: torch.Tensor, cache_bytes: int = 64 << 20):
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D (n, m), got shape {tuple(Z.shape)}")
-        if Z.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(Z))).all()):
+        if not all_finite(Z):
             raise ValueError("the kernel factor Z has NaN or infinite entries (gamma too large for the "
                              f"features' {Z.dtype}, or non-finite features)")
         # float64 (2 N m bytes more for a float32 Z, small beside the exact

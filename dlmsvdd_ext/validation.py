@@ -31,6 +31,13 @@ def overflowing_rows(X) -> torch.Tensor | None:
     return torch.log(s) + 2.0 * torch.log(r) > math.log(fmax)  # ||x||^2 = s r^2, in logs (float64 overflows too)
 
 
+def all_finite(T: torch.Tensor) -> bool:
+    """Whether every entry of a float tensor is finite (True when it is empty). Its min and
+    max are NaN or infinite exactly when an entry is: one pass, without the n x d mask that
+    ``torch.isfinite(T)`` allocates."""
+    return T.numel() == 0 or bool(torch.isfinite(torch.stack(torch.aminmax(T.detach()))).all())
+
+
 def check_features(X, name: str = "X") -> torch.Tensor:
     """X as a float32/float64 2-D torch tensor of finite values, not empty,
     each row's squared norm within its dtype (``overflowing_rows``).
@@ -55,8 +62,7 @@ def _checked_features(X, name: str) -> torch.Tensor:
             raise ValueError(f"{name} must be float32 or float64, got {X.dtype}")
         if X.shape[0] == 0 or X.shape[1] == 0:
             raise ValueError(f"{name} is empty: shape {tuple(X.shape)}")
-        # min and max are NaN or infinite exactly when an entry is; isfinite(X) would allocate n x d
-        if not bool(torch.isfinite(torch.stack(torch.aminmax(X.detach()))).all()):
+        if not all_finite(X):
             raise ValueError(f"{name} contains NaN or infinity")
         return X
     arr = np.ascontiguousarray(check_array(X, dtype=[np.float64, np.float32], input_name=name))
