@@ -789,3 +789,117 @@ def pairwise_step(g_s: float, g_a: float, alpha_s: float, alpha_a: float, curvat
     ``K_ss + K_aa - 2 K_sa`` and the class's penalty ``pen`` with power ``q``."""
     return float(_C.pairwise_step(float(g_s), float(g_a), float(alpha_s), float(alpha_a), float(curvature),
                                   float(pen), float(q)))
+
+
+def simplex_project(v: torch.Tensor, t: torch.Tensor, mu_normal: float, mu_anomaly: float, *,
+                    out: torch.Tensor | None = None, cuda_emulation: bool = False) -> torch.Tensor:
+    """Each class of ``v`` projected onto its scaled simplex, in O(N) passes.
+
+    Entries with ``t > 0`` go onto ``{x >= 0, sum(x) = mu_normal}``, the
+    others onto ``{x >= 0, sum(x) = mu_anomaly}``: ``max(v - theta_k, 0)``
+    with the threshold found by Michelot's algorithm (Newton's method on the
+    threshold from the left; the sort-based algorithm's formula on the same
+    support, in a few passes over ``v`` instead of a sort). A class with no
+    mass gets zeros; NaN in ``v`` gives NaN.
+
+    Parameters
+    ----------
+    v : torch.Tensor
+        The point, float64, 1-D.
+    t : torch.Tensor
+        The classes, float64, as long as ``v``.
+    mu_normal : float
+        The normal class's mass (>= 0).
+    mu_anomaly : float
+        The anomalous class's mass (>= 0).
+    out : torch.Tensor or None
+        Where to write the projection (may be ``v``); a new tensor when None.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on CPU tensors (slow; for testing).
+
+    Returns
+    -------
+    torch.Tensor
+        The projection.
+    """
+    out = torch.empty_like(v) if out is None else out
+    _C.simplex_project(v, t, float(mu_normal), float(mu_anomaly), out, _dual_workspace(v, cuda_emulation),
+                       cuda_emulation, _stream(v))
+    return out
+
+
+def apg_step(x: torch.Tensor, x_prev: torch.Tensor, Kx: torch.Tensor, Kx_prev: torch.Tensor, t: torch.Tensor,
+             coefs: dict, beta: float, steps: tuple[float, float], *, out: torch.Tensor | None = None,
+             cuda_emulation: bool = False) -> torch.Tensor:
+    """APG's gradient step with its projection, fused in compiled passes.
+
+    ``y = x + beta (x - x_prev)`` and ``K y = Kx + beta (Kx - Kx_prev)``; the
+    result is ``P(y - grad F(y) / step_k)``, each class projected onto its
+    scaled simplex (:func:`simplex_project`) with ``step_k`` the metric of the
+    element's class.
+
+    Parameters
+    ----------
+    x, x_prev : torch.Tensor
+        The current and the previous iterate, float64.
+    Kx, Kx_prev : torch.Tensor
+        ``K (x * t)`` and ``K (x_prev * t)``.
+    t : torch.Tensor
+        The labels, +1 normal and -1 anomalous, float64.
+    coefs : dict
+        The dual's constants (``DualProblem.coefs``).
+    beta : float
+        The momentum.
+    steps : tuple of float
+        ``(step_normal, step_anomaly)``, each > 0.
+    out : torch.Tensor or None
+        Where to write the new iterate (not sharing memory with the inputs).
+    cuda_emulation : bool
+        Run the CUDA kernels' code on CPU tensors (slow; for testing).
+
+    Returns
+    -------
+    torch.Tensor
+        The new iterate.
+    """
+    out = torch.empty_like(x) if out is None else out
+    _C.apg_step(x, x_prev, Kx, Kx_prev, t, coefs, float(beta), float(steps[0]), float(steps[1]), out,
+                _dual_workspace(x, cuda_emulation), cuda_emulation, _stream(x))
+    return out
+
+
+def apg_check(x: torch.Tensor, x_prev: torch.Tensor, Kx: torch.Tensor, Kx_prev: torch.Tensor,
+              x_new: torch.Tensor, Kx_new: torch.Tensor, t: torch.Tensor, coefs: dict, beta: float,
+              steps: tuple[float, float], *, cuda_emulation: bool = False) -> dict:
+    """One pass after APG's kernel product: the oracle at the new iterate and
+    what the backtracking and the restart test need.
+
+    Parameters
+    ----------
+    x, x_prev : torch.Tensor
+        The iterates the step started from (as for :func:`apg_step`).
+    Kx, Kx_prev : torch.Tensor
+        Their kernel products.
+    x_new, Kx_new : torch.Tensor
+        The new iterate and ``K (x_new * t)``.
+    t : torch.Tensor
+        The labels, +1 normal and -1 anomalous, float64.
+    coefs : dict
+        The dual's constants (``DualProblem.coefs``).
+    beta : float
+        The momentum of the step.
+    steps : tuple of float
+        ``(step_normal, step_anomaly)`` of the step.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on CPU tensors (slow; for testing).
+
+    Returns
+    -------
+    dict
+        :func:`dual_oracle`'s keys at ``x_new`` (its ``objective`` is F(x_new)),
+        and ``objective_y`` = F(y), ``g_dot_d`` = <grad F(y), x_new - y>,
+        ``step_d2`` = sum step_k (x_new - y)^2 and ``restart`` =
+        sum step_k (y - x_new)(x_new - x), whose sign restarts the momentum.
+    """
+    return _C.apg_check(x, x_prev, Kx, Kx_prev, x_new, Kx_new, t, coefs, float(beta), float(steps[0]),
+                        float(steps[1]), _dual_workspace(x, cuda_emulation), cuda_emulation, _stream(x))

@@ -143,3 +143,85 @@ def nystrom_torch(X, gamma, m, seed=0):
     W = torch.exp(-gamma * torch.cdist(U, U).square())
     w, V = torch.linalg.eigh(W)
     return C @ (V / (w.clamp_min(0) + 1e-6).sqrt())
+
+
+def project_simplex(v, mass):
+    """Projection of v onto {x >= 0, sum(x) = mass} in torch: max(v - theta, 0)
+    with the threshold of ``simplex_threshold``."""
+    if mass == 0.0 or v.numel() == 0:
+        return torch.zeros_like(v)
+    return (v.double() - simplex_threshold(v, mass)).clamp_min(0).to(v.dtype)
+
+
+def simplex_threshold(v, mass):
+    """The theta with sum(max(v - theta, 0)) = mass (mass > 0) by Michelot's
+    algorithm in torch, compacting the survivors: theta = (sum over S of v -
+    mass) / |S| for S = {v > theta}, from S = all until S stops shrinking (the
+    compiled ``ops.simplex_project`` runs the same steps as passes over all of v)."""
+    live = v.double()
+    count = live.numel()
+    theta = (float(live.sum()) - mass) / count
+    while True:
+        live = live[live > theta]
+        if live.numel() == count or live.numel() == 0:  # converged (or v held NaN: theta is NaN)
+            return theta if live.numel() else math.nan
+        count = live.numel()
+        theta = (float(live.sum()) - mass) / count
+
+
+def project_classes(problem, v):
+    """The dual's projection (each class onto its scaled simplex) in torch."""
+    out = torch.zeros_like(v)
+    normal = problem.normal
+    out[normal] = project_simplex(v[normal], problem.mu_normal)
+    out[~normal] = project_simplex(v[~normal], problem.mu_anomaly)
+    return out
+
+
+class TorchApgSteps:
+    """APG's O(N) work as the solver did it in torch operations before it was
+    compiled (``dlmsvdd_ext.solver.CompiledApgSteps`` has the same methods):
+    the reference its tests compare iterates with."""
+
+    def __init__(self, problem):
+        self.problem = problem
+
+    def _point(self, x, x_prev, Kx, Kx_prev, beta):
+        p = self.problem
+        y = x + beta * (x - x_prev)
+        Ky = Kx + beta * (Kx - Kx_prev)
+        return y, Ky, 2.0 * p.t * Ky + p.penalty_derivative(y)
+
+    def _metric(self, steps):
+        return self.problem._per_class(*steps)
+
+    def oracle(self, x, Kx):
+        from . import ops
+
+        return ops.dual_oracle(x, Kx, self.problem.t, self.problem.coefs())
+
+    def step(self, x, x_prev, Kx, Kx_prev, beta, steps):
+        y, _, g = self._point(x, x_prev, Kx, Kx_prev, beta)
+        return project_classes(self.problem, y - g / self._metric(steps))
+
+    def check(self, x, x_prev, Kx, Kx_prev, x_new, Kx_new, beta, steps):
+        p = self.problem
+        y, Ky, g = self._point(x, x_prev, Kx, Kx_prev, beta)
+        w = self._metric(steps)
+        d = x_new - y
+        a = y if p.q == 2.0 else y.clamp_min(0)
+        out = self.oracle(x_new, Kx_new)
+        out["objective_y"] = float((p.penalty_weights() * a ** p.q).sum() + (p.t * y * Ky).sum())
+        out["g_dot_d"] = float(g @ d)
+        out["step_d2"] = float((w * d) @ d)
+        out["restart"] = float((w * (y - x_new) * (x_new - x)).sum())
+        return out
+
+
+def apg_torch(op, problem, max_iter=1000, tol=1e-6):
+    """The solver's APG from the uniform start with ``TorchApgSteps``."""
+    from . import solver
+
+    alpha = problem.uniform_alpha()
+    return solver._apg(op, problem, alpha, op.matvec(alpha * problem.t), int(max_iter), float(tol),
+                       steps=TorchApgSteps(problem))

@@ -242,11 +242,12 @@ def _feasible64(problem: DualProblem, alpha: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _class_metric(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor) -> tuple[float, torch.Tensor, float]:
-    """APG's step sizes, one per class: ``(L, w, mu)`` for the upper quadratic
-    model ``F(y + d) <= F(y) + g^T d + L/2 sum(w d^2)`` (w = 1 on the class
-    with the largest curvature, below 1 on the other) and mu, the strong
-    convexity in the same metric (0 unless q = 2).
+def _class_metric(op: KernelOperator, problem: DualProblem,
+                  alpha: torch.Tensor) -> tuple[float, tuple[float, float], float]:
+    """APG's step sizes, one per class: ``(L, (w_normal, w_anomaly), mu)`` for
+    the upper quadratic model ``F(y + d) <= F(y) + g^T d + L/2 sum(w d^2)``
+    (w = 1 on the class with the largest curvature, below 1 on the other) and
+    mu, the strong convexity in the same metric (0 unless q = 2).
 
     Why per class: the Hessian is 2 T K T + diag(penalty curvature), and the
     curvature of a class's block is about 2 lambda_max(K_kk) + 2 pen_k. With
@@ -275,8 +276,8 @@ def _class_metric(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor)
     lam = op.lambda_max_bound()
     diag = None
     classes = []  # (mask, lambda_k, penalty curvature, strong convexity) of each class that moves
-    for mask, pen, mass in ((problem.normal, coefs["pen_normal"], problem.mu_normal),
-                            (~problem.normal, coefs["pen_anomaly"], problem.mu_anomaly)):
+    for k, (mask, pen, mass) in enumerate(((problem.normal, coefs["pen_normal"], problem.mu_normal),
+                                           (~problem.normal, coefs["pen_anomaly"], problem.mu_anomaly))):
         if int(mask.sum()) < 2 or mass == 0.0:
             continue
         if diag is None:
@@ -286,23 +287,46 @@ def _class_metric(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor)
             curv, strong = 2.0 * pen, 2.0 * pen
         else:  # the penalty's curvature at the current weights: a first guess
             curv, strong = q * (q - 1) * pen * float(alpha[mask].max()) ** (q - 2), 0.0
-        classes.append((mask, lam_k, curv, strong))
+        classes.append((k, lam_k, curv, strong))
     m = [2.0 * lam_k + curv for _, lam_k, curv, _ in classes]
     L = max(m, default=1.0)  # nothing moves: alpha is the only feasible point
-    w = torch.ones_like(problem.t)
+    w = [1.0, 1.0]  # normal, anomalous
     mu = math.inf
-    for (mask, _, _, strong), m_k in zip(classes, m):
-        w[mask] = m_k / L
+    for (k, _, _, strong), m_k in zip(classes, m):
+        w[k] = m_k / L
         mu = min(mu, strong * L / m_k)
-    return L, w, mu
+    return L, (w[0], w[1]), mu
+
+
+class CompiledApgSteps:
+    """APG's O(N) work in compiled passes: the gradient step fused with its
+    projection (``ops.apg_step``) and, after the kernel product, one pass for
+    the oracle at the new point and the backtracking's and restart's sums
+    (``ops.apg_check``). ``dlmsvdd_ext.reference.TorchApgSteps`` is the same
+    in torch operations, the reference the tests hold these to.
+    ``cuda_emulation``: the CUDA kernels' code on CPU tensors (tests)."""
+
+    def __init__(self, problem: DualProblem, cuda_emulation: bool = False):
+        self.t, self.coefs, self.emulate = problem.t, problem.coefs(), bool(cuda_emulation)
+
+    def oracle(self, x: torch.Tensor, Kx: torch.Tensor) -> dict:
+        return ops.dual_oracle(x, Kx, self.t, self.coefs, cuda_emulation=self.emulate)
+
+    def step(self, x, x_prev, Kx, Kx_prev, beta: float, steps: tuple[float, float]) -> torch.Tensor:
+        return ops.apg_step(x, x_prev, Kx, Kx_prev, self.t, self.coefs, beta, steps, cuda_emulation=self.emulate)
+
+    def check(self, x, x_prev, Kx, Kx_prev, x_new, Kx_new, beta: float, steps: tuple[float, float]) -> dict:
+        return ops.apg_check(x, x_prev, Kx, Kx_prev, x_new, Kx_new, self.t, self.coefs, beta, steps,
+                             cuda_emulation=self.emulate)
 
 
 def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor,
-         max_iter: int, tol: float) -> SolveResult:
+         max_iter: int, tol: float, steps=None) -> SolveResult:
     """Projected gradient with Nesterov momentum in the metric L diag(w) of
     ``_class_metric`` (a step size per class): x+ = P(y - grad F(y) / (L w)),
     y = x + beta (x - x_prev). K y follows linearly from K x and K x_prev, so
-    each iteration costs one kernel product.
+    each iteration costs one kernel product; its O(N) work is ``steps``'
+    (default ``CompiledApgSteps``: two compiled passes and the projection's few).
 
     For p = 2 the dual is a strongly convex quadratic, with mu from the
     penalty, and the momentum is the constant (sqrt(L) - sqrt(mu)) /
@@ -312,7 +336,8 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
     objective values, which stall in rounding near the optimum), and L grows
     by backtracking whenever the quadratic upper model fails.
     """
-    t, coefs = problem.t, problem.coefs()
+    steps = CompiledApgSteps(problem) if steps is None else steps
+    t = problem.t
     L, w, mu = _class_metric(op, problem, alpha)
     n_matvec = 2  # the start's product and the bound
     x, Kx, x_prev, Kx_prev = alpha, Ka, alpha, Ka
@@ -321,7 +346,8 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
     # test allows that much, so rounding cannot inflate L.
     slack = 64 * torch.finfo(torch.float64).eps
     rule = StoppingRule(max_iter, tol)
-    while not rule.done(ops.dual_oracle(x, Kx, t, coefs)):
+    oracle = steps.oracle(x, Kx)
+    while not rule.done(oracle):
         rule.step()
         theta_next = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * theta * theta))
         for _ in range(60):  # backtracking on the upper quadratic model
@@ -329,20 +355,17 @@ def _apg(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torc
                 beta = (math.sqrt(L) - math.sqrt(mu)) / (math.sqrt(L) + math.sqrt(mu))
             else:
                 beta = (theta - 1.0) / theta_next
-            y = x + beta * (x - x_prev)
-            Ky = Kx + beta * (Kx - Kx_prev)
-            g = problem.gradient(y, Ky)
-            x_new = problem.project(y - g / (L * w))
+            metric = (L * w[0], L * w[1])
+            x_new = steps.step(x, x_prev, Kx, Kx_prev, beta, metric)
             Kx_new = op.matvec(x_new * t)
             n_matvec += 1
-            F_new = problem.objective(x_new, Kx_new)
-            d = (x_new - y).double()
-            model = problem.objective(y, Ky) + float(g.double() @ d) + 0.5 * L * float((w * d) @ d)
+            oracle = steps.check(x, x_prev, Kx, Kx_prev, x_new, Kx_new, beta, metric)
+            F_new = oracle["objective"]
+            model = oracle["objective_y"] + oracle["g_dot_d"] + 0.5 * oracle["step_d2"]
             if F_new <= model + slack * max(abs(model), abs(F_new)):
                 break
             L *= 2.0
-        restart = float((w * (y - x_new) * (x_new - x)).sum()) > 0
-        if restart:  # the next step starts without momentum
+        if oracle["restart"] > 0:  # the next step starts without momentum
             x_prev, Kx_prev, x, Kx, theta = x_new, Kx_new, x_new, Kx_new, 1.0
         else:
             x_prev, Kx_prev, x, Kx, theta = x, Kx, x_new, Kx_new, theta_next

@@ -8,7 +8,7 @@ import torch
 from scipy.optimize import minimize
 
 from dlmsvdd_ext import kernel_operator, ops
-from dlmsvdd_ext.dual import DualProblem, project_simplex
+from dlmsvdd_ext.dual import DualProblem
 from dlmsvdd_ext.kernel_operator import DenseKernel, LowRankKernel, RbfOnTheFly, exact_rbf_operator
 from dlmsvdd_ext.solver import StoppingRule, recover_boundary, solve
 
@@ -317,7 +317,7 @@ def test_project_simplex_matches_a_qp():
     for _ in range(20):
         v = rng.standard_normal(rng.integers(1, 30))
         mass = float(rng.uniform(0.1, 3))
-        x = project_simplex(torch.from_numpy(v), mass).numpy()
+        x = ops.simplex_project(torch.from_numpy(v), torch.ones(len(v), dtype=torch.float64), mass, 0.0).numpy()
         res = minimize(lambda z: 0.5 * ((z - v) ** 2).sum(), np.full_like(v, mass / len(v)), jac=lambda z: z - v,
                        constraints=[{"type": "eq", "fun": lambda z: z.sum() - mass}], bounds=[(0, None)] * len(v),
                        method="SLSQP", options={"ftol": 1e-14})

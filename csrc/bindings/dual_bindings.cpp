@@ -12,6 +12,7 @@
 
 #include "bindings/checks.h"
 #include "bindings/dlpack_bridge.h"
+#include "bindings/dual_convert.h"
 #include "bindings/module.h"
 #include "bindings/routing.h"
 #include "common/column_cache.h"
@@ -23,17 +24,6 @@
 namespace dlmsvdd::bindings {
 
 namespace {
-
-template <typename T>
-DualCoefs<T> coefs_from(const py::dict& d) {
-  DualCoefs<T> c;
-  c.q = d["q"].cast<T>();
-  c.pen_normal = d["pen_normal"].cast<T>();
-  c.pen_anomaly = d["pen_anomaly"].cast<T>();
-  c.mu_normal = d["mu_normal"].cast<T>();
-  c.mu_anomaly = d["mu_anomaly"].cast<T>();
-  return c;
-}
 
 // alpha, Ka and t: 1-D, same length, dtype and device, unit stride; where they
 // run; and the scratch of the CUDA (or emulated) oracle, which the CPU
@@ -61,25 +51,6 @@ DualState dual_state(py::handle alpha, py::handle ka, py::handle t, py::handle w
                                  "dual_oracle_workspace_bytes(n)", stream);
   require_writable(s.workspace, {&s.alpha, &s.ka, &s.t});
   return s;
-}
-
-template <typename T>
-py::dict oracle_dict(const OracleResult<T>& r, const DualCoefs<T>& c) {
-  py::dict d;
-  d["fw_normal"] = r.fw_normal;
-  d["fw_anomaly"] = r.fw_anomaly;
-  d["away_normal"] = r.away_normal;
-  d["away_anomaly"] = r.away_anomaly;
-  d["g_fw_normal"] = double(r.g_fw_normal);
-  d["g_fw_anomaly"] = double(r.g_fw_anomaly);
-  d["g_away_normal"] = double(r.g_away_normal);
-  d["g_away_anomaly"] = double(r.g_away_anomaly);
-  d["alpha_dot_g"] = r.alpha_dot_g;
-  d["quadratic"] = r.quadratic;
-  d["penalty"] = r.penalty;
-  d["objective"] = r.objective();
-  d["gap"] = r.gap(c);
-  return d;
 }
 
 // `shard`: t is a part of the problem's labels (the sharded solver's), which

@@ -74,6 +74,7 @@ PYBIND11_MODULE(_C, m) {
 
   bindings::bind_rbf(m);
   bindings::bind_dual(m);
+  bindings::bind_dual_apg(m);
   bindings::bind_fwht(m);
   bindings::bind_feature_map(m);
   bindings::bind_rpcholesky(m);

@@ -6,6 +6,7 @@ namespace dlmsvdd::bindings {
 
 void bind_rbf(pybind11::module_& m);
 void bind_dual(pybind11::module_& m);
+void bind_dual_apg(pybind11::module_& m);
 void bind_fwht(pybind11::module_& m);
 void bind_feature_map(pybind11::module_& m);
 void bind_rpcholesky(pybind11::module_& m);

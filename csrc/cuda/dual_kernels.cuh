@@ -22,37 +22,12 @@
 #include "common/dual_fw_loop.h"
 #include "common/dual_math.h"
 #include "common/rbf_params.h"
+#include "cuda/dual_reduce.cuh"
 #include "cuda/launch.h"
 #include "cuda/rbf_cuda.h"
 
 namespace dlmsvdd::gpu {
 inline namespace DLMSVDD_GPU_BACKEND {
-
-inline constexpr int kDualThreads = 256;          // threads of every block below
-inline constexpr int64_t kOracleMaxBlocks = 1024;  // enough to fill a GPU; more threads just stride
-
-// Workspace for n elements: the final record, then one per block. Independent
-// of the back end (the emulation launches fewer blocks), and sized for double.
-inline size_t oracle_workspace_bytes(int64_t n) {
-  const int64_t blocks = std::min<int64_t>((std::max<int64_t>(n, 1) + kDualThreads - 1) / kDualThreads, kOracleMaxBlocks);
-  return size_t(blocks + 1) * sizeof(OraclePart<double>);
-}
-
-// Thread 0 writes the merge of the block's records to *out. A tree in shared
-// memory: log2(256) = 8 barriers for the whole record, where warp shuffles
-// would need one per field per step (records are 72-88 bytes).
-template <typename T>
-__device__ void reduce_block(const OraclePart<T>& mine, OraclePart<T>* out) {
-  __shared__ OraclePart<T> parts[kDualThreads];
-  const int tid = threadIdx.x;
-  parts[tid] = mine;
-  __syncthreads();
-  for (int half = kDualThreads / 2; half > 0; half /= 2) {
-    if (tid < half) merge(parts[tid], parts[tid + half]);
-    __syncthreads();
-  }
-  if (tid == 0) *out = parts[0];
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kDualThreads) oracle_kernel(const T* alpha, const T* ka, const T* t, int64_t n,
@@ -63,16 +38,6 @@ __global__ void __launch_bounds__(kDualThreads) oracle_kernel(const T* alpha, co
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     accumulate(r, i, alpha[i], ka[i], t[i], c);
   reduce_block(r, block_parts + blockIdx.x);
-}
-
-// One block: merges the `count` per-block records into *out.
-template <typename T>
-__global__ void __launch_bounds__(kDualThreads) oracle_final_kernel(const OraclePart<T>* block_parts, int count,
-                                                                    OraclePart<T>* out) {
-  OraclePart<T> r;
-  clear(r);
-  for (int b = threadIdx.x; b < count; b += blockDim.x) merge(r, block_parts[b]);
-  reduce_block(r, out);
 }
 
 // alpha <- (1 - lambda) alpha + wn e_i + wa e_l (l < 0: no anomaly atom),
@@ -120,35 +85,19 @@ __global__ void __launch_bounds__(kDualThreads) factor_column_kernel(const T* z,
   }
 }
 
-// ---- what differs between the back ends: device-to-host copies and the RBF entry point
+// ---- what differs between the back ends: the RBF entry point (copies: cuda/dual_reduce.cuh)
 
 #if defined(__CUDACC__)
-inline void copy_to_host(void* dst, const void* src, size_t bytes, Stream stream) {
-  cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess) throw std::runtime_error(std::string("dlmsvdd: CUDA copy to host failed: ") + cudaGetErrorString(err));
-}
 template <typename T>
 void rbf_gram_on_device(const RbfProblem<T>& p, const GramArgs<T>& g, Stream stream) {
   cuda::rbf_gram<T>(p, g, stream);
 }
 #else
-// Emulated launches have finished when they return, on host memory.
-inline void copy_to_host(void* dst, const void* src, size_t bytes, Stream) { std::memcpy(dst, src, bytes); }
 template <typename T>
 void rbf_gram_on_device(const RbfProblem<T>& p, const GramArgs<T>& g, Stream) {
   emulated::rbf_gram<T>(p, g);
 }
 #endif
-
-template <typename T>
-T read_element(const T* p, Stream stream) {
-  T v;
-  copy_to_host(&v, p, sizeof v, stream);
-  return v;
-}
-
-inline unsigned elementwise_blocks(int64_t n) { return grid_blocks(n, kDualThreads); }
 
 // ---- host side
 
@@ -156,16 +105,7 @@ template <typename T>
 OracleResult<T> oracle_pass(const T* alpha, const T* ka, const T* t, int64_t n, const DualCoefs<T>& c,
                             void* workspace, Stream stream) {
   if (n <= 0) return {};
-  auto* final_part = static_cast<OraclePart<T>*>(workspace);
-  OraclePart<T>* block_parts = final_part + 1;
-  const unsigned blocks = unsigned(std::min<int64_t>(grid_blocks(n, kDualThreads), kOracleMaxBlocks));
-  launch(oracle_kernel<T>, dim3(blocks), dim3(kDualThreads), 0, stream, alpha, ka, t, n, c, block_parts);
-  if (blocks > 1)  // one block's record is already final
-    launch(oracle_final_kernel<T>, dim3(1), dim3(kDualThreads), 0, stream, block_parts,
-           int(blocks), final_part);
-  OraclePart<T> p;
-  copy_to_host(&p, blocks > 1 ? final_part : block_parts, sizeof p, stream);
-  return to_result(p);
+  return to_result(reduce_pass<OraclePart<T>>(n, workspace, stream, oracle_kernel<T>, alpha, ka, t, n, c));
 }
 
 // Exact RBF columns of the features X (n x d): one Gram launch per missing
