@@ -9,5 +9,6 @@ void bind_dual(pybind11::module_& m);
 void bind_fwht(pybind11::module_& m);
 void bind_feature_map(pybind11::module_& m);
 void bind_rpcholesky(pybind11::module_& m);
+void bind_matvec(pybind11::module_& m);
 
 }  // namespace dlmsvdd::bindings
