@@ -37,9 +37,9 @@ constexpr int64_t kPrefetchRows = 8;
 // A x: threads take rows in chunks of about this many elements of A.
 constexpr int64_t kChunkElements = int64_t(1) << 16;
 // A^T x: a slice of rows has at least kSliceRows rows and there are at most
-// kMaxSlices (their vectors cost at most 1/512 of A's memory); a column block
+// kMaxSlices (their vectors cost at most 1/128 of a float32 A's memory); a column block
 // keeps an item's running sums in L1 (16 KB).
-constexpr int64_t kSliceRows = 1024, kMaxSlices = 64, kColumnBlock = 2048;
+constexpr int64_t kSliceRows = 256, kMaxSlices = 64, kColumnBlock = 2048;
 // A^T x's slice vectors start a cache line apart (8 doubles): no false sharing.
 constexpr int64_t kLine = 64 / sizeof(double);
 
