@@ -36,6 +36,8 @@ __all__ = [
     "median_sq_distance",
     "median_rows",
     "rpcholesky",
+    "matvec64",
+    "rmatvec64",
     "fwht",
     "sorf_features",
     "fastfood_features",
@@ -397,6 +399,114 @@ def median_sq_distance(X: Array, max_samples: int = 2000, seed: int | None = 0) 
     if not np.isfinite(D).all():
         raise ValueError("X: squared distances overflow its dtype; scale the features or use float64")
     return float(np.median(D))
+
+
+# ---- float64 products of a float32 or float64 matrix
+
+def _float64_vector(a: Array, name: str, length: int, length_of: str) -> Array:
+    """A 1-D vector of ``length`` entries, made contiguous (a copy only if it is
+    strided); its dtype (float64) and device are the bindings' to check."""
+    _check_array(a, name)
+    if a.ndim != 1 or a.shape[0] != length:
+        raise ValueError(f"{name}: expected shape ({length},) ({length_of}), got {tuple(a.shape)}")
+    return a.contiguous() if isinstance(a, torch.Tensor) else np.ascontiguousarray(a)
+
+
+def _float64_out(A: Array, out: Array | None, length: int, length_of: str) -> Array:
+    """``out`` checked for shape, or a new float64 vector of the kind and device of ``A``."""
+    if out is None:
+        if isinstance(A, torch.Tensor):
+            return torch.empty(length, dtype=torch.float64, device=A.device)
+        return np.empty(length, dtype=np.float64)
+    _check_array(out, "out")
+    if tuple(out.shape) != (length,):
+        raise ValueError(f"out: expected shape ({length},) ({length_of}), got {tuple(out.shape)}")
+    return out
+
+
+def _matrix(A: Array) -> None:
+    _check_array(A, "A")
+    if A.ndim != 2:
+        raise ValueError(f"A must be 2-D (n, k), got {A.ndim}-D")
+
+
+def matvec64(A: Array, v: Array, *, out: Array | None = None, cuda_emulation: bool = False) -> Array:
+    """``A @ v`` in float64 for a float32 or float64 ``A``: float32 storage, float64 accumulation.
+
+    ``out[i] = sum_j float64(A[i, j]) * v[j]``, every product and sum in
+    float64, reading ``A`` once (no float64 copy of it). ``A``'s rows may be
+    strided (a column slice of a larger matrix) but each must be contiguous.
+    A sum that meets a NaN or an infinity is NaN. Each entry's sum has one
+    order (per CPU instruction set, and on the GPU), so results repeat exactly.
+
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, k), float32 or float64.
+    v : numpy.ndarray or torch.Tensor
+        (k,), float64, on ``A``'s device.
+    out : numpy.ndarray, torch.Tensor or None
+        (n,), float64, contiguous, on ``A``'s device and sharing no memory with
+        ``A`` or ``v``; None: a new array like ``A``.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``A @ v``, (n,) float64: ``out`` when given, else the same kind of array as ``A``.
+    """
+    _matrix(A)
+    n, k = A.shape
+    v = _float64_vector(v, "v", k, "A's columns")
+    out = _float64_out(A, out, n, "A's rows")
+    _C.matvec64(A, v, out, _stream(A), bool(cuda_emulation))
+    return out
+
+
+def rmatvec64(A: Array, u: Array, *, out: Array | None = None, cuda_emulation: bool = False) -> Array:
+    """``A.T @ u`` in float64 for a float32 or float64 ``A``: float32 storage, float64 accumulation.
+
+    ``out[j] = sum_i float64(A[i, j]) * u[i]``, every product and sum in
+    float64, reading ``A`` once by rows. The rows are cut into slices (how
+    many depends on the shape only), each slice's sums are taken in row order
+    and the slices' added in slice order, without atomics: results repeat
+    exactly, on the CPU whatever the number of threads (per instruction set).
+    A sum that meets a NaN or an infinity is NaN.
+
+    Parameters
+    ----------
+    A : numpy.ndarray or torch.Tensor
+        (n, k), float32 or float64; rows may be strided, each contiguous.
+    u : numpy.ndarray or torch.Tensor
+        (n,), float64, on ``A``'s device.
+    out : numpy.ndarray, torch.Tensor or None
+        (k,), float64, contiguous, on ``A``'s device and sharing no memory with
+        ``A`` or ``u``; None: a new array like ``A``.
+    cuda_emulation : bool
+        Run the CUDA kernels' code on the CPU (slow; for tests).
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor
+        ``A.T @ u``, (k,) float64: ``out`` when given, else the same kind of array as ``A``.
+    """
+    _matrix(A)
+    n, k = A.shape
+    u = _float64_vector(u, "u", n, "A's rows")
+    out = _float64_out(A, out, k, "A's columns")
+    _C.rmatvec64(A, u, out, _matvec_workspace(A, cuda_emulation), _stream(A), bool(cuda_emulation))
+    return out
+
+
+def _matvec_workspace(A: Array, cuda_emulation: bool):
+    """Scratch of the CUDA (or emulated) ``A.T @ u`` (its row slices' sums), by
+    torch on A's device; the CPU routine needs none."""
+    on_cuda = isinstance(A, torch.Tensor) and A.device.type == "cuda"
+    if not (on_cuda or cuda_emulation):
+        return None
+    nbytes = _C.rmatvec64_workspace_bytes(A.shape[0], A.shape[1])
+    return torch.empty((nbytes + 7) // 8, dtype=torch.float64, device=A.device if on_cuda else "cpu")
 
 
 def fwht(x: Array, normalized: bool = False, out: Array | None = None, cuda_emulation: bool = False) -> Array:

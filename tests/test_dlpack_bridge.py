@@ -84,3 +84,10 @@ def test_symmetric_flag_requires_the_same_array():
     X, V, _ = _inputs()
     with pytest.raises(ValueError, match="symmetric=True requires Y to be the same array as X"):
         _C.rbf_matvec(X, X.clone(), V, torch.empty(12, dtype=torch.float64), gamma=1.0, symmetric=True)
+
+
+def test_empty_numpy_arrays_have_no_layout_to_refuse():
+    """numpy exports an empty (0, d) array with strides 0: not a non-contiguous layout."""
+    X = np.zeros((0, 5), dtype=np.float32)
+    out = np.empty((0, 2), dtype=np.float32)
+    _C.rbf_gram(X, np.ones((2, 5), dtype=np.float32), out, gamma=1.0)

@@ -121,6 +121,52 @@ def test_rpcholesky_same_pivots_as_the_cpu():
     np.testing.assert_allclose(cpu(Ld), L, rtol=1e-10, atol=1e-12)
 
 
+# ---- float64 products of a float32 or float64 matrix (ops.matvec64, ops.rmatvec64)
+
+def _within_float64_sums(out, A, v):
+    """out against A v in float64, each entry within 1e-12 of its sum of |A| |v|."""
+    A, v = A.double().cpu().numpy(), v.cpu().numpy()
+    out = cpu(out).numpy()
+    assert out.dtype == np.float64
+    assert (np.abs(out - A @ v) <= 1e-12 * (np.abs(A) @ np.abs(v))).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", [(1, 1), (37, 1), (67, 131), (300, 33), (2100, 5)])
+def test_matvec64(dtype, n, k):
+    """A column slice of a wider matrix (strided rows), on the device."""
+    wide = points(n, k + 7, dtype).to(DEVICE)
+    A = wide[:, 3:3 + k]
+    v, u = points(k, 1, torch.float64, 1)[:, 0], points(n, 1, torch.float64, 2)[:, 0]
+    _within_float64_sums(ops.matvec64(A, v.to(DEVICE), **CUDA_CODE), A, v)
+    _within_float64_sums(ops.rmatvec64(A, u.to(DEVICE), **CUDA_CODE), A.T, u)
+    out = torch.full((k,), float("nan"), dtype=torch.float64, device=DEVICE)
+    assert ops.rmatvec64(A, u.to(DEVICE), out=out, **CUDA_CODE) is out
+    _within_float64_sums(out, A.T, u)
+
+
+@large
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_matvec64_at_two_hundred_thousand_rows(dtype):
+    """The benchmark's shape: against float64 numpy, and the same bits on a second call."""
+    A = points(200_000, 256, dtype).to(DEVICE)
+    v, u = points(256, 1, torch.float64, 1)[:, 0].to(DEVICE), points(200_000, 1, torch.float64, 2)[:, 0].to(DEVICE)
+    first, transposed = ops.matvec64(A, v), ops.rmatvec64(A, u)
+    _within_float64_sums(first, A, v)
+    _within_float64_sums(transposed, A.T, u)
+    assert torch.equal(ops.matvec64(A, v), first) and torch.equal(ops.rmatvec64(A, u), transposed)
+
+
+def test_matvec64_refuses_a_vector_on_another_device():
+    if not ON_GPU:
+        pytest.skip("needs a CUDA device")
+    A = points(10, 4, torch.float32).to(DEVICE)
+    with pytest.raises(ValueError, match="v: on a different device than A"):
+        ops.matvec64(A, torch.ones(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="out: on a different device than A"):
+        ops.rmatvec64(A, torch.ones(10, dtype=torch.float64, device=DEVICE), out=torch.empty(4, dtype=torch.float64))
+
+
 # ---- the Frank-Wolfe loop and LpSVDD
 
 def _fw_problem(n=700, d=16):

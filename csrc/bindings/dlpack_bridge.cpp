@@ -127,7 +127,8 @@ ArrayView view_array(py::handle obj, const std::string& name, int min_ndim, int 
   const int64_t row_stride = t->strides ? t->strides[0] : (t->ndim == 2 ? view.cols : 1);
   if (t->ndim == 2) {
     const int64_t col_stride = t->strides ? t->strides[1] : 1;
-    if (col_stride != 1 && view.cols > 1)
+    // An empty array has no layout to check (numpy gives its strides as 0).
+    if (col_stride != 1 && view.cols > 1 && view.rows > 0)
       fail_value(name, "columns must be contiguous (stride 1 along the last dimension), got stride " +
                            std::to_string(col_stride) + "; call .contiguous() first");
     view.ld = view.rows > 1 ? row_stride : view.cols;

@@ -78,4 +78,5 @@ PYBIND11_MODULE(_C, m) {
   bindings::bind_fwht(m);
   bindings::bind_feature_map(m);
   bindings::bind_rpcholesky(m);
+  bindings::bind_matvec(m);
 }

@@ -10,5 +10,6 @@ void bind_dual_apg(pybind11::module_& m);
 void bind_fwht(pybind11::module_& m);
 void bind_feature_map(pybind11::module_& m);
 void bind_rpcholesky(pybind11::module_& m);
+void bind_matvec(pybind11::module_& m);
 
 }  // namespace dlmsvdd::bindings

@@ -1,4 +1,5 @@
-"""Kernel approximations: speed of the feature maps and error against the exact kernel.
+"""Kernel approximations: speed of the feature maps and error against the exact kernel;
+and the float64 products of a float32 matrix (ops.matvec64, ops.rmatvec64).
 
     pytest tests/benchmarks/test_bench_kernels.py -o addopts="" --benchmark-only -s
 """
@@ -116,3 +117,54 @@ def test_error_versus_m_table(benchmark):
     print()
     benchmark.extra_info.update({f"{k}_m{m}": e for k, row in table.items() for m, e in row.items()})
     benchmark.pedantic(lambda: None, rounds=1)
+
+
+# ---- float64 products of a float32 matrix: float32 storage, float64 accumulation
+
+MV_N, MV_K = 200_000, 256  # 205 MB of float32: far beyond the caches, one read of A per product
+
+
+@pytest.mark.parametrize("op", ["matvec64", "rmatvec64"])
+def test_matvec64_against_torch_and_numpy(benchmark, op):
+    """ops.matvec64(A, v) (and ops.rmatvec64(A, u), A^T u) of a float32 A (200000 x 256)
+    against torch's float32 product (``A @ v``, ``A.T @ u``: the same one read of A,
+    float32 sums), numpy's float64 einsum over the float32 A (``dtype=np.float64``:
+    widened in buffered chunks) and torch on a float64 copy of A (``A.double() @ v``),
+    timed interleaved in this process (median of 9 rounds, each call warmed). The
+    ratios (> 1: ours faster) go to extra_info."""
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(MV_N, MV_K, generator=g)
+    A_np = A.numpy()
+    if op == "matvec64":
+        x = torch.randn(MV_K, generator=g, dtype=torch.float64)
+        x32, x_np = x.float(), x.numpy()
+        fns = {"ours": lambda: ops.matvec64(A, x),
+               "torch_float32": lambda: A @ x32,
+               "numpy_einsum_float64": lambda: np.einsum("ij,j->i", A_np, x_np, dtype=np.float64),
+               "torch_float64_copy": lambda: A.double() @ x}
+        reference = A_np.astype(np.float64) @ x_np
+        scale = np.abs(A_np) @ np.abs(x_np)
+    else:
+        x = torch.randn(MV_N, generator=g, dtype=torch.float64)
+        x32, x_np = x.float(), x.numpy()
+        fns = {"ours": lambda: ops.rmatvec64(A, x),
+               "torch_float32": lambda: A.T @ x32,
+               "numpy_einsum_float64": lambda: np.einsum("ij,i->j", A_np, x_np, dtype=np.float64),
+               "torch_float64_copy": lambda: A.double().T @ x}
+        reference = A_np.T.astype(np.float64) @ x_np
+        scale = np.abs(A_np).T @ np.abs(x_np)
+    errors = {name: float(np.max(np.abs(np.asarray(fn(), dtype=np.float64) - reference) / scale))
+              for name, fn in fns.items()}
+    assert errors["ours"] < 1e-12 and errors["numpy_einsum_float64"] < 1e-12
+    t = time_interleaved(fns, 9, warm=True)
+    ratios = {f"{op}_vs_{name}": t[name] / t["ours"] for name in fns if name != "ours"}
+    benchmark.group = f"{op} {MV_N}x{MV_K} float32"
+    benchmark.extra_info.update({**{f"s_{name}": v for name, v in t.items()},
+                                 **{f"err_{name}": v for name, v in errors.items()}, **ratios,
+                                 "torch_threads": torch.get_num_threads()})
+    gb = A.numel() * A.element_size() / 1e9
+    print(f"\n{op}, {MV_N} x {MV_K} float32 (median of 9 interleaved rounds; error relative to sum |A||x|):")
+    for name in fns:
+        print(f"  {name:>22}: {1e3 * t[name]:7.2f} ms ({gb / t[name]:5.1f} GB/s of A)   max error {errors[name]:.1e}"
+              + ("" if name == "ours" else f"   ours {ratios[f'{op}_vs_{name}']:.2f}x faster"))
+    benchmark.pedantic(fns["ours"], rounds=5, warmup_rounds=1)
