@@ -9,28 +9,23 @@
 libsvm's ``cache_size`` does; ``cache_bytes("auto")`` makes that budget a
 fraction of the memory the machine (or the GPU) has free.
 
-Products are float64 whatever the features' dtype: ``matvec`` takes and
-returns float64 vectors and every sum over N runs in float64, so the solver's
-certificate is exact for the arithmetic it uses (float32 sums over N rounded
-at 1e-7 of the objective, and the gap could not fall below that). A
-materialised K stays in the features' dtype (it is the memory) and is
-multiplied in float64 (``dot64``); the on-the-fly kernel and the factor Z,
-O(N d) and O(N m), are held in float64, so their products and the compiled
-Frank-Wolfe loop over them run in float64 too.
-
-Still to do in the compiled code (csrc/): the Frank-Wolfe loop takes one
-dtype for its state and its columns, so over a float32 K (the middle budget
-tier of ``exact_rbf_operator``) it runs a float32 state and the solver
-re-certifies its last state in float64. It needs a float64 state (alpha, K a,
-the oracle) over float32 columns, and a float64-accumulating product of a
-float32 matrix, which ``dot64`` stands in for.
+Products are float64 whatever the matrix's dtype: ``matvec`` takes and
+returns float64 vectors and every sum over N runs in float64 (``ops.matvec64``
+and ``ops.rmatvec64``: float32 storage, float64 accumulation, one read of the
+matrix), so the solver's certificate is exact for the arithmetic it uses
+(float32 sums over N rounded at 1e-7 of the objective, and the gap could not
+fall below that). A materialised K and a factor Z stay in the dtype they were
+computed in (they are the memory: a float32 Z at N = 1e6, m = 256 is 1 GB
+where a float64 copy beside it took 2 GB more), and the compiled Frank-Wolfe
+loop reads their float32 columns under a float64 state. The on-the-fly
+kernel works on a float64 copy of X (O(N d)), so its products and columns are
+float64.
 """
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
 import torch
 
 from . import ops
@@ -39,23 +34,6 @@ from .validation import all_finite
 POWER_ITERATIONS = 30  # at most, for the factor's lambda_max (LowRankKernel.lambda_max_bound)
 POWER_TOL = 1e-3  # relative change of the estimate that ends them
 CACHE_FRACTION = 0.5  # of the free memory, for cache_size="auto"
-_CUDA_BLOCK_BYTES = 256 << 20  # float64 rows converted at a time on a GPU
-
-
-def dot64(A: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``A @ v`` for a float64 vector v, every sum in float64, A of any float
-    dtype and never converted whole: on the CPU numpy's einsum casts it in
-    small buffers inside one C loop (measured 1.5-2x a float32 matrix-vector
-    product; torch ops on blocks of rows fell apart on a loaded machine); on a
-    GPU torch converts blocks of rows."""
-    v = v.to(torch.float64)
-    if A.dtype == torch.float64:
-        return A @ v
-    if A.device.type == "cpu":
-        out = np.einsum("ij,j->i", A.numpy(), v.numpy(), dtype=np.float64, casting="safe")
-        return torch.from_numpy(out)
-    rows = max(1, _CUDA_BLOCK_BYTES // (8 * A.shape[1]))
-    return torch.cat([A[i:i + rows].to(torch.float64) @ v for i in range(0, A.shape[0], rows)])
 
 
 def available_memory(device: torch.device | str = "cpu") -> int:
@@ -148,7 +126,7 @@ class DenseKernel(KernelOperator):
         self.nbytes = K.numel() * K.element_size()
 
     def matvec(self, v):
-        return dot64(self.K, v)
+        return ops.matvec64(self.K, v.to(torch.float64))
 
     def fw_source(self):
         return {"source": "dense", "matrix": self.K}
@@ -189,26 +167,35 @@ class RbfOnTheFly(KernelOperator):
 
 
 class LowRankKernel(KernelOperator):
+    """K = Z Z^T from a factor Z (n x m) kept in its dtype: products in float64
+    by two passes over it (``ops.rmatvec64`` then ``ops.matvec64``)."""
+
+    DIAGONAL_ROWS = 8192  # rows widened to float64 at a time for the diagonal
+
     def __init__(self, Z: torch.Tensor, cache_bytes: int = 64 << 20):
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D (n, m), got shape {tuple(Z.shape)}")
+        if Z.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"the kernel factor Z must be float32 or float64, got {Z.dtype}")
         if not all_finite(Z):
             raise ValueError("the kernel factor Z has NaN or infinite entries (gamma too large for the "
                              f"features' {Z.dtype}, or non-finite features)")
-        # float64 (2 N m bytes more for a float32 Z, small beside the exact
-        # kernel): products and the compiled Frank-Wolfe loop in float64.
-        self.Z = Z.to(torch.float64).contiguous()
-        self.n, self.dtype, self.device = Z.shape[0], torch.float64, Z.device
-        column_bytes = self.n * 8
+        self.Z = Z.contiguous()
+        self.n, self.dtype, self.device = Z.shape[0], Z.dtype, Z.device
+        column_bytes = self.n * Z.element_size()
         self.cache_slots = max(2, int(cache_bytes // column_bytes))
-        self.nbytes = self.cache_slots * column_bytes + (0 if self.Z is Z else self.Z.numel() * 8)
+        self.nbytes = self.cache_slots * column_bytes + (0 if self.Z is Z else self.Z.numel() * Z.element_size())
 
     def matvec(self, v):
-        return self.Z @ (self.Z.T @ v.to(torch.float64))
+        return ops.matvec64(self.Z, ops.rmatvec64(self.Z, v.to(torch.float64)))
 
     def diagonal(self) -> torch.Tensor:
-        """K_ii = ||Z_i||^2 in float64 (row by row: no N x m temporary)."""
-        return torch.einsum("ij,ij->i", self.Z, self.Z)
+        """K_ii = ||Z_i||^2 in float64 (in blocks of rows: no N x m temporary)."""
+        out = torch.empty(self.n, dtype=torch.float64, device=self.device)
+        for i in range(0, self.n, self.DIAGONAL_ROWS):
+            block = self.Z[i:i + self.DIAGONAL_ROWS].to(torch.float64)
+            out[i:i + self.DIAGONAL_ROWS] = torch.einsum("ij,ij->i", block, block)
+        return out
 
     def fw_source(self):
         return {"source": "factor", "matrix": self.Z, "cache_slots": self.cache_slots}
@@ -227,8 +214,8 @@ class LowRankKernel(KernelOperator):
         u /= u.norm()  # a unit start: ||Z^T Z u|| of unit vectors only grows towards lambda_max
         est = 0.0
         for _ in range(POWER_ITERATIONS):
-            w = self.Z.T @ (self.Z @ u)
-            previous, est = est, float(w.double().norm())
+            w = ops.rmatvec64(self.Z, ops.matvec64(self.Z, u))
+            previous, est = est, float(w.norm())
             if est == 0.0:
                 return 0.0
             u = w / est

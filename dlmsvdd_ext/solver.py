@@ -14,8 +14,8 @@ oracle's vertex bounds ``F(alpha) - F*``. Every method stops when
 within float64 rounding of zero, ``StoppingRule.ROUNDING``, counts as zero), when the
 gap stops falling (``StoppingRule``), or at ``max_iter``. The state and the
 certificate are float64 whatever the dtype of K (see ``kernel_operator``); the
-compiled Frank-Wolfe loop still runs in the kernel's dtype, so a float32 kernel
-gets its final state re-certified in float64 (``_compiled_frank_wolfe``).
+compiled Frank-Wolfe loop reads a float32 K's or Z's columns under a float64
+state (``_compiled_frank_wolfe``).
 
 The boundary is recovered from the dual's KKT multipliers (``recovery="kkt"``,
 exact for the dual as written), or by the paper's averaging (``"paper"``).
@@ -194,26 +194,14 @@ def solve(op: KernelOperator, problem: DualProblem, method: str = "apg", max_ite
 
 def _compiled_frank_wolfe(op: KernelOperator, problem: DualProblem, alpha: torch.Tensor, Ka: torch.Tensor,
                           method: str, max_iter: int, tol: float) -> SolveResult:
-    """The compiled loop (``ops.fw_solve``) in the kernel's dtype. For a float32
-    kernel its state is float32 too (the loop takes one dtype), so its last
-    state is re-certified in float64 and its history replayed through the
-    ``StoppingRule``. A float64 state over float32 columns needs the compiled
-    loop to take two dtypes (see the module docstring of ``kernel_operator``)."""
-    dtype = op.dtype
-    if dtype != torch.float64:
-        problem.check_range(dtype)
-    t = problem.t.to(dtype)
-    state, Ka_state = alpha.to(dtype), Ka.to(dtype)
+    """The compiled loop (``ops.fw_solve``): a float64 state over the kernel's
+    columns in its own dtype (a float32 K or Z is widened entry by entry as
+    it is read), its history replayed through the ``StoppingRule``."""
+    t = problem.t
+    state, Ka_state = alpha.to(torch.float64), Ka.to(torch.float64)  # fresh: solve made them
     info = ops.fw_solve(state, Ka_state, t, problem.coefs(), method="vanilla" if method == "paper" else "pairwise",
                         max_iter=max_iter, tol=tol, **op.fw_source())
     hist = {"objective": info["history_objective"].tolist(), "gap": info["history_gap"].tolist()}
-    if dtype == torch.float64:
-        alpha, Ka = state, Ka_state
-    else:
-        alpha = _feasible64(problem, state)
-        Ka = op.matvec(alpha * problem.t)
-        final = ops.dual_oracle(alpha, Ka, problem.t, problem.coefs())
-        hist["objective"][-1], hist["gap"][-1] = final["objective"], final["gap"]  # the float64 certificate
     objective, gap = hist["objective"][-1], hist["gap"][-1]
     converged = StoppingRule.certifies(objective, gap, tol)
     rule = StoppingRule.replay(hist, max_iter, tol, StoppingRule.frank_wolfe_window(problem.t.numel()))
@@ -222,24 +210,12 @@ def _compiled_frank_wolfe(op: KernelOperator, problem: DualProblem, alpha: torch
         status = "converged"
     elif rule.stalled:
         status = f"{rule.status} (at iteration {rule.n_iter} of the {info['n_iter']} the compiled loop ran)"
-    elif info["n_iter"] < max_iter:  # the loop's own test passed in the kernel's dtype, or nothing left to move
-        status = (f"the compiled loop stopped at iteration {info['n_iter']} (its own {dtype} test passed, or "
-                  f"nothing was left to move) but the float64 gap is {gap:.3g}")
+    elif info["n_iter"] < max_iter:  # nothing was left to move
+        status = f"the compiled loop stopped at iteration {info['n_iter']} (nothing left to move) with gap {gap:.3g}"
     else:
         status = f"max_iter = {max_iter} reached"
-    return SolveResult(alpha, Ka, objective, gap, info["n_iter"], 1, converged, method, hist, stalled=stalled,
+    return SolveResult(state, Ka_state, objective, gap, info["n_iter"], 1, converged, method, hist, stalled=stalled,
                        status=status)
-
-
-def _feasible64(problem: DualProblem, alpha: torch.Tensor) -> torch.Tensor:
-    """A lower-precision state as float64, each class scaled to its exact mass
-    (float32 sums are off by about 1e-7 of it; the gap bounds feasible points only)."""
-    out = alpha.to(torch.float64).clamp_min(0)
-    for mask, mu in ((problem.normal, problem.mu_normal), (~problem.normal, problem.mu_anomaly)):
-        total = float(out[mask].sum()) if bool(mask.any()) else 0.0
-        if total > 0:
-            out[mask] *= mu / total
-    return out
 
 
 def _class_metric(op: KernelOperator, problem: DualProblem,

@@ -220,7 +220,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.build_seconds_ = built - start
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
-        weights = None if backend.is_exact else (operator.Z.T @ (result.alpha * t)).to(X_t.dtype)
+        weights = None if backend.is_exact else ops.rmatvec64(operator.Z, result.alpha * t).to(X_t.dtype)
         self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu)
         if self.contamination != "radius":
             normal = t > 0

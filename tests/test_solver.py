@@ -209,8 +209,10 @@ def test_products_are_float64_sums_whatever_the_kernels_dtype():
 
 
 def test_a_float32_kernels_frank_wolfe_is_certified_in_float64():
-    """The compiled loop runs a float32 state over a float32 K; the certificate
-    it reports is the float64 one at the returned (feasible) alpha."""
+    """The compiled loop runs a float64 state over a float32 K's columns; the
+    certificate it reports is the float64 one at the returned (feasible)
+    alpha, and it reaches a tol below float32's resolution (a float32 state
+    stalled above 1e-9 here)."""
     X, t, gamma = make_problem(13, 200, True)
     prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
     K32 = ops.rbf_gram(X.float(), None, gamma)
@@ -225,9 +227,7 @@ def test_a_float32_kernels_frank_wolfe_is_certified_in_float64():
         gap = alpha @ g - prob.mu_normal * g[tt > 0].min() - prob.mu_anomaly * g[tt < 0].min()
         F = pen @ alpha ** 2 + (alpha * tt) @ K @ (alpha * tt)
         assert r.gap == pytest.approx(gap, rel=1e-6, abs=1e-15) and r.objective == pytest.approx(F, rel=1e-12)
-        assert r.converged == (0 <= r.gap <= tol * r.objective)
-    assert not r.converged and r.stalled  # 1e-9 is below what a float32 state resolves ...
-    assert "float64 gap" in r.status or "stopped falling" in r.status  # ... and it says so
+        assert r.converged and 0 <= r.gap <= tol * r.objective
 
 
 # ---- the stopping rule
