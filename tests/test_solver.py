@@ -298,18 +298,19 @@ def test_cache_size_auto_is_half_the_free_memory():
 
 
 def test_the_budget_picks_the_kernels_form(monkeypatch):
-    """K in float64 when n^2 float64 entries fit, in the features' dtype when
-    only that fits, else on the fly; "auto" follows the free memory."""
+    """K in the features' dtype when its n^2 entries fit, else on the fly;
+    "auto" follows the free memory."""
     X, _, gamma = make_problem(15, 100, False)
-    X32 = X.float()
     n2 = 100 * 100
     forms = {}
-    for free in (2 * 8 * n2, 2 * 4 * n2, 2 * 4 * n2 - 1):
-        monkeypatch.setattr(kernel_operator, "available_memory", lambda device="cpu", free=free: free)
-        op = exact_rbf_operator(X32, gamma, "auto")
-        forms[free] = (type(op).__name__, op.dtype)
-    assert list(forms.values()) == [("DenseKernel", torch.float64), ("DenseKernel", torch.float32),
-                                    ("RbfOnTheFly", torch.float64)]
+    for features in (X.double(), X.float()):
+        size = features.element_size()
+        for free in (2 * size * n2, 2 * size * n2 - 1):
+            monkeypatch.setattr(kernel_operator, "available_memory", lambda device="cpu", free=free: free)
+            op = exact_rbf_operator(features, gamma, "auto")
+            forms[(features.dtype, free)] = (type(op).__name__, op.dtype)
+    assert list(forms.values()) == [("DenseKernel", torch.float64), ("RbfOnTheFly", torch.float64),
+                                    ("DenseKernel", torch.float32), ("RbfOnTheFly", torch.float64)]
 
 
 def test_project_simplex_matches_a_qp():
