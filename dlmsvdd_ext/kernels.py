@@ -124,6 +124,21 @@ class KernelBackend:
     def fit_transform(self, X):
         return self.fit(X).Z_  # fit computes the training factor once
 
+    FACTOR_ROWS = 16384  # training rows mapped at a time by _training_factor
+
+    def _training_factor(self, X: torch.Tensor) -> torch.Tensor:
+        """Z = transform(X) on the training set, ``FACTOR_ROWS`` rows at a time
+        into one buffer: the map's own temporaries (the projection, the kernel
+        columns) stay small, where on all of X at once they were one or two
+        more Z (1-2 GB at N = 1e6, m = 256)."""
+        with torch.no_grad():
+            first = self.transform(X[:self.FACTOR_ROWS])
+            Z = torch.empty((X.shape[0], first.shape[1]), dtype=first.dtype, device=first.device)
+            Z[:first.shape[0]] = first
+            for i in range(self.FACTOR_ROWS, X.shape[0], self.FACTOR_ROWS):
+                Z[i:i + self.FACTOR_ROWS] = self.transform(X[i:i + self.FACTOR_ROWS])
+        return Z
+
     def operator(self, cache_size_mb: float | str = "auto") -> KernelOperator:
         return LowRankKernel(self.Z_)
 
@@ -180,11 +195,11 @@ class _LandmarkKernel(KernelBackend):
     def max_components(n_samples: int) -> int | None:
         return n_samples
 
-    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, C: torch.Tensor | None = None):
-        """C = K(X, landmarks) when the caller has it already."""
+    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, Z: torch.Tensor | None = None):
+        """Z: the training factor when the caller has it already (RPCholesky's L)."""
         self.landmarks_ = landmarks
         self.map_ = M.to(X.dtype)
-        self.Z_ = self.transform(X).detach() if C is None else C @ self.map_
+        self.Z_ = self._training_factor(X) if Z is None else Z
         return self
 
     def transform(self, x):
@@ -213,21 +228,21 @@ class Nystrom(_LandmarkKernel):
         X = check_features(X)
         rows = torch.as_tensor(self.landmark_indices(X.shape[0]), device=X.device)
         U = X[rows].contiguous()
-        C = ops.rbf_gram(X, U, self.gamma)
-        return self._fit_core(X, U, C, C[rows])  # K(U, U): the landmarks' own rows of C
+        return self._fit_core(X, U, ops.rbf_gram(U, U, self.gamma))
 
     def fit_landmarks(self, X, landmarks: torch.Tensor):
         """Fits on X with the given landmark features (a process's shard of the
         training set and landmarks drawn from all of it)."""
         X = check_features(X)
         U = check_features(landmarks, "landmarks").to(X.dtype).contiguous()
-        return self._fit_core(X, U, ops.rbf_gram(X, U, self.gamma), ops.rbf_gram(U, U, self.gamma))
+        return self._fit_core(X, U, ops.rbf_gram(U, U, self.gamma))
 
-    def _fit_core(self, X, U, C, W):
+    def _fit_core(self, X, U, W):
+        """W = K(U, U); the training factor is then mapped in blocks (_training_factor)."""
         w, V = torch.linalg.eigh(W.double())  # the core in float64
         keep = w > self.rtol * w.max()
         self.rank_ = int(keep.sum())
-        return self._finish(X, U, V[:, keep] / w[keep].sqrt(), C)
+        return self._finish(X, U, V[:, keep] / w[keep].sqrt())
 
 
 class RPCholesky(_LandmarkKernel):
@@ -261,9 +276,7 @@ class RPCholesky(_LandmarkKernel):
         L_p = L[pivots].double()  # lower triangular in pivot order
         eye = torch.eye(self.rank_, dtype=torch.float64, device=L.device)
         M = torch.linalg.solve_triangular(L_p, eye, upper=False).T  # L_P^(-T)
-        self._finish(X, X[pivots].contiguous(), M)
-        self.Z_ = L  # exactly the factor; transform(X) equals it to rounding
-        return self
+        return self._finish(X, X[pivots].contiguous(), M, Z=L)  # exactly the factor; transform(X) equals it to rounding
 
 
 class _SpectralKernel(KernelBackend):
@@ -278,7 +291,7 @@ class _SpectralKernel(KernelBackend):
         self._draw(rng, X.shape[1])
         self.offset_ = torch.as_tensor(rng.uniform(0, 2 * np.pi, self.n_components), dtype=X.dtype, device=X.device)
         self._to(X)
-        self.Z_ = self.transform(X).detach()
+        self.Z_ = self._training_factor(X)
         return self
 
     def transform(self, x):

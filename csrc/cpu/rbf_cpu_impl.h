@@ -448,8 +448,14 @@ void gram_few_columns(const RbfProblem<T>& pb, const GramArgs<T>& ga) {
   }
 }
 
+// A packed copy of X larger than this is not kept between calls (each call
+// packs its row blocks as it goes): at N = 1e6, d = 512 the copy was 2 GB,
+// twice RPCholesky's whole factor at m = 256.
+constexpr int64_t kMaxPackedRowsBytes = int64_t(256) << 20;
+
 // K(X, Y) for one X and many small Y: X is packed the first time Y has more
-// rows than the streaming path takes, and reused after.
+// rows than the streaming path takes, and reused after, when the packed copy
+// is at most kMaxPackedRowsBytes.
 template <typename T>
 class FeatureGramImpl final : public FeatureGram<T> {
  public:
@@ -461,7 +467,8 @@ class FeatureGramImpl final : public FeatureGram<T> {
     p.ny = ny;
     const GramArgs<T> ga{out, ldo};
     if (ny <= kMaxStreamedColumns) return gram_few_columns(p, ga);  // reads X in place
-    if (!rows_) rows_ = std::make_unique<PackedRows<T>>(p.x, p.ldx, p.nx, p.d);
+    if (!rows_ && p.nx * p.d * int64_t(sizeof(T)) <= kMaxPackedRowsBytes)
+      rows_ = std::make_unique<PackedRows<T>>(p.x, p.ldx, p.nx, p.d);
     gram_tiles(p, ga, rows_.get());
   }
 
