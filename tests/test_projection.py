@@ -163,3 +163,13 @@ def test_dual_problem_projects_each_class(labels, nu):
     normal = t.numpy() > 0
     np.testing.assert_allclose(x[normal], sorted_projection(v.numpy()[normal], prob.mu_normal), atol=1e-15)
     np.testing.assert_allclose(x[~normal], sorted_projection(v.numpy()[~normal], prob.mu_anomaly), atol=1e-15)
+
+
+@pytest.mark.parametrize("cuda_emulation", [False, True])
+def test_a_mass_below_the_rounding_of_v_gives_zeros_not_nan(cuda_emulation):
+    """mass 1e-20 beside entries of order 1 puts theta on the largest entry
+    (1 - 1e-20 rounds to 1): no entry stays above it. The projection is then
+    zeros (the mass is below v's rounding), not NaN as when v holds NaN."""
+    v = torch.tensor([1.0, 0.5, -2.0], dtype=torch.float64)
+    x = compiled(cuda_emulation)(v, 1e-20)
+    assert torch.isfinite(x).all() and float(x.sum()) <= 1e-15

@@ -60,8 +60,8 @@ DLMSVDD_HD void accumulate(ProjectPart& r, double v, double t, const double* the
   }
 }
 
-// The per-class constants of the projection: each class's mass, and whether it
-// is projected at all (a class with no mass gets zeros).
+// The per-class constants of the projection: each class's mass (a class with
+// no mass gets zeros).
 struct SimplexMass {
   double mass[2];
 };
@@ -92,10 +92,10 @@ int simplex_thresholds(const ProjectPart& first, const SimplexMass& m, Survivors
     for (int k = 0; k < 2; ++k) {
       if (!live[k]) continue;
       // Converged when S did not shrink (>=: rounding cannot make it loop). No
-      // survivor at all: theta is NaN (v held NaN), and stays so.
+      // survivor at all: theta is NaN (v held NaN) and stays so, or a mass
+      // below the rounding of v's largest entry put theta on it (keep it).
       if (p.count[k] >= count[k] || p.count[k] == 0) {
         live[k] = false;
-        if (p.count[k] == 0) theta[k] = std::numeric_limits<double>::quiet_NaN();
         continue;
       }
       count[k] = p.count[k];
