@@ -201,6 +201,33 @@ def test_fw_solve_matches_the_cpu_loop(source, method):
     np.testing.assert_allclose(alpha_dev, alpha_cpu, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [700, 100_003])
+def test_apg_passes_match_the_cpu(n):
+    """APG's compiled step (gradient step and two-class projection) and the
+    pass after the product on the device against the CPU's: the same iterate
+    and sums up to reductions' rounding. 100,003 elements take several blocks
+    and a grid-stride loop."""
+    rng = np.random.default_rng(n)
+    t = torch.from_numpy(np.where(rng.uniform(size=n) < 0.1, -1.0, 1.0))
+    t[0] = 1.0
+    prob = DualProblem.from_labels(t, p=2.0, nu=1.2)
+    x, x_prev = (prob.project(torch.from_numpy(rng.uniform(size=n)) / n) for _ in range(2))
+    Kx, Kx_prev, Kx_new = (torch.from_numpy(rng.uniform(size=n)) for _ in range(3))
+    args = (prob.coefs(), 0.6, (float(n), 0.3 * n))
+    step = [cpu(ops.apg_step(*on_device(x, x_prev, Kx, Kx_prev, t) if device == DEVICE else (x, x_prev, Kx, Kx_prev, t),
+                             *args, **(CUDA_CODE if device == DEVICE else {}))) for device in ("cpu", DEVICE)]
+    np.testing.assert_allclose(step[1], step[0], rtol=0, atol=1e-14 * float(step[0].max()))
+    x_new = step[0]
+    arrays = (x, x_prev, Kx, Kx_prev, x_new, Kx_new, t)
+    checks = [ops.apg_check(*arrays, *args), ops.apg_check(*on_device(*arrays), *args, **CUDA_CODE)]
+    for key in ("objective", "gap", "objective_y", "g_dot_d", "step_d2", "restart"):
+        assert checks[1][key] == pytest.approx(checks[0][key], rel=1e-11, abs=1e-14), key
+    v = torch.from_numpy(rng.standard_normal(n))
+    projected = [cpu(ops.simplex_project(v, t, 1.1, 0.1)),
+                 cpu(ops.simplex_project(*on_device(v, t), 1.1, 0.1, **CUDA_CODE))]
+    np.testing.assert_allclose(projected[1], projected[0], rtol=0, atol=1e-14)
+
+
 @pytest.mark.parametrize("kernel", ["exact", "nystrom", "sorf"])
 @pytest.mark.parametrize("solver", ["apg", "pairwise"])
 def test_lpsvdd_fits_the_same_boundary(kernel, solver):
