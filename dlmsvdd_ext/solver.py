@@ -251,7 +251,7 @@ def _class_metric(op: KernelOperator, problem: DualProblem,
     q = problem.q
     lam = op.lambda_max_bound()
     diag = None
-    classes = []  # (mask, lambda_k, penalty curvature, strong convexity) of each class that moves
+    classes = []  # (class index, lambda_k, penalty curvature, strong convexity) of each class that moves
     for k, (mask, pen, mass) in enumerate(((problem.normal, coefs["pen_normal"], problem.mu_normal),
                                            (~problem.normal, coefs["pen_anomaly"], problem.mu_anomaly))):
         if int(mask.sum()) < 2 or mass == 0.0:

@@ -115,7 +115,7 @@ DLMSVDD_HD double clip_to_simplex(double v, double theta) {
 // The iteration's scalars.
 struct ApgCoefs {
   DualCoefs<double> dual;
-  double beta = 0;     // momentum
+  double beta = 0;          // momentum
   double step[2] = {1, 1};  // L w_k per class (0 normal, 1 anomalous)
 };
 

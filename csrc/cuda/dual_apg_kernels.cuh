@@ -23,9 +23,8 @@ struct Thresholds {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(kDualThreads) project_pass_kernel(const T* v, const T* t, int64_t n,
-                                                                           Thresholds th, bool all,
-                                                                           ProjectPart* block_parts) {
+__global__ void __launch_bounds__(kDualThreads) project_pass_kernel(const T* v, const T* t, int64_t n, Thresholds th,
+                                                                    bool all, ProjectPart* block_parts) {
   ProjectPart r;
   clear(r);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -35,8 +34,8 @@ __global__ void __launch_bounds__(kDualThreads) project_pass_kernel(const T* v, 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kDualThreads) clip_kernel(const T* v, const T* t, int64_t n,
-                                                                   Thresholds th, T* out) {
+__global__ void __launch_bounds__(kDualThreads) clip_kernel(const T* v, const T* t, int64_t n, Thresholds th,
+                                                            T* out) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     out[i] = clip_to_simplex(v[i], th.theta[t[i] > 0.0 ? 0 : 1]);
@@ -44,10 +43,9 @@ __global__ void __launch_bounds__(kDualThreads) clip_kernel(const T* v, const T*
 
 // out = the gradient step, and its all-entries record.
 template <typename T>
-__global__ void __launch_bounds__(kDualThreads) apg_step_kernel(const T* x, const T* x_prev,
-                                                                       const T* kx, const T* kx_prev,
-                                                                       const T* t, int64_t n, ApgCoefs c,
-                                                                       T* out, ProjectPart* block_parts) {
+__global__ void __launch_bounds__(kDualThreads) apg_step_kernel(const T* x, const T* x_prev, const T* kx,
+                                                                const T* kx_prev, const T* t, int64_t n,
+                                                                ApgCoefs c, T* out, ProjectPart* block_parts) {
   ProjectPart r;
   clear(r);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
@@ -60,11 +58,10 @@ __global__ void __launch_bounds__(kDualThreads) apg_step_kernel(const T* x, cons
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kDualThreads) apg_check_kernel(const T* x, const T* x_prev,
-                                                                        const T* kx, const T* kx_prev,
-                                                                        const T* x_new, const T* kx_new,
-                                                                        const T* t, int64_t n, ApgCoefs c,
-                                                                        ApgCheckPart* block_parts) {
+__global__ void __launch_bounds__(kDualThreads) apg_check_kernel(const T* x, const T* x_prev, const T* kx,
+                                                                 const T* kx_prev, const T* x_new,
+                                                                 const T* kx_new, const T* t, int64_t n,
+                                                                 ApgCoefs c, ApgCheckPart* block_parts) {
   ApgCheckPart r;
   clear(r);
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
