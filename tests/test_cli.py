@@ -92,7 +92,7 @@ def test_score_raw_images_from_npy(tmp_path, capsys):
 
 @pytest.mark.parametrize("flags,message", [
     (["--normal-class", "12"], "unknown normal class 12"),
-    (["--ratio", "0"], "ratio must be a number in"),
+    (["--ratio", "-1"], "ratio must be a number in"),
     (["--data", "cifar10"], "needs a data root"),
     (["--data", "cifar10", "--root", "/nonexistent/data"], "does not exist"),
     (["--backbone", "resnet18", "--weights", "/nonexistent/w.pth"], "does not exist"),

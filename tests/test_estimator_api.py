@@ -62,8 +62,8 @@ def test_pyod_attributes_and_scikit_learn_scores(by_arrays, pool_arrays):
 def test_one_class_fit_on_uint8_grey_arrays(source):
     """y=None: all normal (one-class, nu = 1); (N, H, W) uint8 images are scaled to [0, 1] and given one channel."""
     images = (source.train.images[source.train_labels == 0, 0] * 255).round().to(torch.uint8).numpy()
-    with pytest.raises(ValueError, match="needs nu=1"):
-        DLMSVDD(**PARAMS).fit(images)
+    with pytest.raises(ValueError, match="needs nu=1"):  # an explicit margin weight other than 1 is refused
+        DLMSVDD(**PARAMS, nu=1.2).fit(images)
     model = DLMSVDD(**{**PARAMS, "epochs": 1}, validation_fraction=0.25, nu=1.0)
     labels = model.fit_predict(images)
     assert model.config.val_fraction == 0.25 and model.preprocessing_.input_shape == (1, 8, 8)

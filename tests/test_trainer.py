@@ -174,7 +174,7 @@ def test_bad_configuration_is_refused():
     for bad, match in ((dict(p=1.0), "p must be >= 1.1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(contamination=0.7), r"contamination must be a number in \(0, 0.5\]"),
                        (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
-                       (dict(ratio=0.0), "ratio must be a number in"), (dict(backbone="vgg"), "backbone must be one of")):
+                       (dict(ratio=-0.5), "ratio must be a number in"), (dict(backbone="vgg"), "backbone must be one of")):
         with pytest.raises(ValueError, match=match):
             DLMSVDD(_config(**bad))
     with pytest.raises(ValueError, match="unknown configuration keys"):

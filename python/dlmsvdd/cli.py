@@ -94,7 +94,10 @@ TRAIN_FLAGS = {
     "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
-    "--nu": "margin weight nu >= 1 (under torchrun spell it --margin-nu)",
+    "--nu": "margin weight nu >= 1, or auto (the default: 1.2 with labelled anomalies, 1 without; under "
+            "torchrun spell it --margin-nu)",
+    "--self-labelling": "without labelled anomalies: the fraction of training rows, the most anomalous to a "
+                        "one-class LpSVDD on the inputs, labelled anomalous before training (0: none)",
     "--gamma": "median (1 / the initial features' median squared distance, once), local (10 x that), "
                "per-epoch, or a value",
     "--solver": "apg, pairwise or paper",
@@ -126,13 +129,16 @@ SWITCHES = {"--frozen": "keep the backbone fixed (\"fixed CNN\")",
             "--fine-labels": "CIFAR-100: the 100 fine classes",
             "--tensorboard": "also log each epoch's numbers to RUN/tensorboard (needs the "
                              "tensorboard package)"}
+# switches that turn off a field that is on by default: --no-guard sets guard to False
+OFF_SWITCHES = {"--no-guard": "without the distance guard: rows far beyond the training data are scored by the "
+                              "network's features alone (the paper's model; see dlmsvdd.training.guard)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change
 VERBOSE = (0, 1, 2)  # every command's --verbose levels (train's: TrainConfig.verbose)
 
 
 def _field(flag: str) -> str:
-    """The configuration field a train flag sets: --weight-decay sets weight_decay."""
-    return flag[2:].replace("-", "_")
+    """The configuration field a train flag sets: --weight-decay sets weight_decay, --no-guard guard."""
+    return flag.removeprefix("--no-").removeprefix("--").replace("-", "_")
 
 
 def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
@@ -149,11 +155,13 @@ def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
                             default=argparse.SUPPRESS, help=text + shown)
     for flag, text in SWITCHES.items():
         parser.add_argument(flag, dest=_field(flag), action="store_true", default=argparse.SUPPRESS, help=text)
+    for flag, text in OFF_SWITCHES.items():
+        parser.add_argument(flag, dest=_field(flag), action="store_false", default=argparse.SUPPRESS, help=text)
 
 
 def _given(args) -> dict:
     """The configuration fields the flags set."""
-    fields = [_field(flag) for flag in [*TRAIN_FLAGS, *SWITCHES]]
+    fields = [_field(flag) for flag in [*TRAIN_FLAGS, *SWITCHES, *OFF_SWITCHES]]
     return {field: getattr(args, field) for field in fields if hasattr(args, field)}
 
 
@@ -241,14 +249,14 @@ def _demo(args) -> int:
     cfg = demo_config(args)
     print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
           f"small CNN, {cfg.backend} kernel, {cfg.training_params()['epochs']} epochs")
-    _, result, folder = runs.train(cfg)
+    model, result, folder = runs.train(cfg)
     _print_result(result, folder)
     if cfg.data != "digits":
         return 0
     task = runs.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
     X_test, t_test = pixels(task.test)
     # the boundary DLM-SVDD fits (its p, nu and bandwidth rule) on the pixels instead of the CNN's features
-    baseline = LpSVDD(p=cfg.p, nu=cfg.nu, gamma=cfg.gamma, random_state=cfg.seed).fit(*pixels(task.train))
+    baseline = LpSVDD(p=cfg.p, nu=model.svdd_.nu_, gamma=cfg.gamma, random_state=cfg.seed).fit(*pixels(task.train))
     print(f"for comparison, LpSVDD on raw pixels: test AUROC {metrics.auroc(t_test, baseline.dissimilarity(X_test)):.4f}")
     return 0
 

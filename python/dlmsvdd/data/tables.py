@@ -103,9 +103,12 @@ def read_table(path, label_column: str = "label") -> tuple[np.ndarray, np.ndarra
 
 
 def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int) -> np.ndarray:
-    """The anomalies given as labelled: ceil(fraction x count), at least one, drawn at random (None: all)."""
+    """The anomalies given as labelled: ceil(fraction x count), at least one, drawn at random (None: all;
+    0: none, the unsupervised protocol)."""
     if fraction is None or len(anomalies) == 0:
         return anomalies
+    if fraction == 0:
+        return anomalies[:0]
     # the 1e-9: a float product such as 0.05 x 60 = 3.0000000000000004 is 3, not 4
     count = min(len(anomalies), max(1, math.ceil(fraction * len(anomalies) - 1e-9)))
     return np.sort(np.random.default_rng(seed).choice(anomalies, count, replace=False))

@@ -82,14 +82,25 @@ class MLP(nn.Module):
 
 
 class FeatureNet(nn.Module):
-    """backbone(x), flattened and L2-normalised: the representation phi(x)."""
+    """backbone(x), flattened and L2-normalised: the representation phi(x); with a ``guard``
+    (``dlmsvdd.training.guard``) one more coordinate, zero for rows within the training data's
+    radius, that grows with a row's distance beyond it."""
 
-    def __init__(self, backbone: nn.Module):
+    def __init__(self, backbone: nn.Module, guard: nn.Module | None = None):
         super().__init__()
         self.backbone = backbone
+        self.guard = guard
+
+    def features(self, x):
+        """The learned features alone: backbone(x), flattened and L2-normalised."""
+        if self.guard is not None:  # a finite input however far out
+            x = x.clamp(-self.guard.limit, self.guard.limit)
+        return F.normalize(self.backbone(x).flatten(1), dim=1)
 
     def forward(self, x):
-        return F.normalize(self.backbone(x).flatten(1), dim=1)
+        if self.guard is None:
+            return self.features(x)
+        return torch.cat([self.features(x), self.guard(x)], dim=1)
 
 
 def _strip(state: dict) -> dict:

@@ -60,6 +60,15 @@ class Group:
         return Shard(n).gather(local)
 
 
+def any_true(value: bool, group: Group | None, device: torch.device | str = "cpu") -> bool:
+    """Whether ``value`` holds on any rank (``value`` itself when alone)."""
+    if group is None:
+        return value
+    flag = torch.tensor([float(value)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
 def join(device: torch.device) -> tuple[Group | None, torch.device]:
     """The process group this process belongs to (joined here when torchrun's
     environment names one and nobody has yet), and the device it should use.

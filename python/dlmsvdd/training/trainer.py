@@ -28,8 +28,8 @@ from dlmsvdd_ext import LpSVDD, conformal
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import checkpoints, divergence, memory, metrics, parallel, pretrain, selection
-from .config import SHAPE_FIELDS, TrainConfig
+from . import checkpoints, divergence, guard, memory, metrics, parallel, pretrain, selection, self_labels
+from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
@@ -258,7 +258,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.config.check_shape_fields(name)
             shape = {k: params[k] for k in SHAPE_FIELDS.get(name, {})}
             backbone, _ = build_backbone(name, self.config.weights, in_channels, **shape)
-        return FeatureNet(backbone).to(self.device)
+        distance_guard = guard.DistanceGuard(self.input_shape_) if self.config.guard else None
+        return FeatureNet(backbone, distance_guard).to(self.device)
 
     def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
         generator = torch.Generator().manual_seed(seed)
@@ -284,9 +285,14 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         A fit without its certificate does not warn here: its history row
         records it (``_alpha_record``) and ``fit`` warns once."""
         fit = self.svdd_.fit if self.group_ is None else self.svdd_.fit_sharded
+        if self.config.nu == "auto":  # 1 without labelled anomalies, on every process alike
+            self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            return fit(feats, targets, restart=restart)
+            svdd = fit(feats, targets, restart=restart)
+        if self.network_.guard is not None:  # its scale follows the bandwidth (training rows: unaffected)
+            self.network_.guard.set_bandwidth(svdd.gamma_)
+        return svdd
 
     def _validate(self, val: Dataset | None) -> dict:
         """Step 5: validation AUROC and balanced accuracy of the current network
@@ -452,9 +458,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             if not np.isin(targets, (1, -1)).all():
                 raise ValueError(f"y must hold +1 (normal) or -1 (anomaly); found {np.unique(targets)[:5].tolist()}")
             targets = targets.astype(int)
-        if (targets > 0).all() and self.config.nu != 1:  # the dual's rule, said before any training
+        if (targets > 0).all() and self.config.nu not in ("auto", 1):  # the dual's rule, said before any training
             raise ValueError(f"without anomalies (y None or all +1) the boundary is one-class SVDD, which needs "
-                             f"nu=1 (got nu={self.config.nu}): DLMSVDD(nu=1)")
+                             f"nu=1 (got nu={self.config.nu}): leave nu at 'auto' (the default) or set nu=1")
         vectors = images.dim() == 2
         train, val = protocols.train_val_split(protocols.Split(np.arange(n), targets), self.config.val_fraction,
                                                self.config.seed, anomalies=not vectors)
@@ -471,6 +477,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("the training set is empty")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
+        if cfg.nu == "auto":  # without labelled anomalies, label a few (training.self_labels)
+            train, self.self_labelled_ = self_labels.relabel(train, cfg.self_labelling, cfg.seed)
+            if self.self_labelled_:
+                log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
         optimizer = self._start(train)
         augmented = self._augmented(train)
         epochs = 0 if cfg.frozen else self.training_params_["epochs"]
@@ -538,6 +548,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.training_params_ = cfg.training_params(vectors)
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
+        if self.network_.guard is not None:
+            self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
         if cfg.frozen:
             self.network_.requires_grad_(False)
         self.ddp_ = None
@@ -1055,6 +1067,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         state = checkpoints.read(path, checkpoints.MODEL)
         checkpoints.check_model(state, path)
         values = dict(state["config"])
+        values.setdefault("guard", False)  # a model that predates the distance guard was trained without it
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         odd = sorted(set(values) - known) + [f"no {k!r}" for k in ("backbone", "device") if k not in values]
         if odd:  # a hand edit: TrainConfig(**values) would fail with a TypeError or KeyError

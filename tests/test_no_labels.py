@@ -1,0 +1,205 @@
+"""Issue 38: a fit without labels at the defaults, through every entry point, and rows far from
+the data always flagged (the distance guard, ``dlmsvdd.training.guard``)."""
+
+import csv
+
+import numpy as np
+import onnxruntime as ort  # the export extra (the test extra installs it)
+import pytest
+import torch
+
+from dlmsvdd import DLMSVDD, datasets
+from dlmsvdd.cli import main
+from dlmsvdd.training import guard
+
+FAST = dict(epochs=3, batch_size=64, verbose=0, seed=0)
+SCALES = (10.0, 100.0, 1000.0)
+
+
+def _gaussian(n, d=5, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d)).astype(np.float32)
+
+
+def _moved(X, mean, scale, train=None):
+    """Rows moved away from ``mean`` to ``scale`` times their distance from it; with ``train``,
+    only those that land farther from the mean than every training row (a row at the mean moved
+    10 times stays among the normal ones: not a gross outlier)."""
+    moved = (mean + scale * (X - mean)).astype(np.float32)
+    if train is None:
+        return moved
+    def distance(rows):
+        return np.linalg.norm((rows - mean).reshape(len(rows), -1), axis=1)
+
+    return moved[distance(moved) > distance(train).max()]
+
+
+@pytest.fixture(scope="module")
+def unlabelled():
+    X = _gaussian(600)
+    return DLMSVDD(**FAST).fit(X), X
+
+
+def _torchscript_decisions(model, X, path):
+    model.export(path, format="torchscript")
+    return torch.jit.load(str(path))(torch.from_numpy(X))[1].numpy()
+
+
+def _onnx_decisions(model, X, path):
+    model.export(path, format="onnx")
+    name = ort.InferenceSession(str(path)).get_inputs()[0].name
+    return ort.InferenceSession(str(path)).run(None, {name: X})[1]
+
+
+def test_the_default_fits_without_labels(unlabelled):
+    model, X = unlabelled
+    assert model.svdd_.nu_ == 1.0  # nu="auto": one-class SVDD without anomalies
+    assert "normals' 0.9 quantile" in model.threshold_rule_
+    assert model.n_calibration_ > 0 and model.calibration_source_ == "validation normals"
+    flagged = (model.predict(_gaussian(2000, seed=1)) == -1).mean()
+    assert 0.03 < flagged < 0.2  # about the contamination, 0.1, of fresh normal rows
+    assert model.predict(X[:50], fpr=0.05).shape == (50,)
+    assert np.all(np.diff(model.predict_proba(X[:5]), axis=1) <= 1.0)
+
+
+def test_all_normal_labels_are_the_same_fit_and_labels_still_take_the_paper_nu():
+    X = _gaussian(300)
+    a = DLMSVDD(**FAST).fit(X)
+    b = DLMSVDD(**FAST).fit(X, np.ones(len(X), int))
+    np.testing.assert_array_equal(a.dissimilarity(X), b.dissimilarity(X))
+    y = np.ones(len(X), int)
+    y[:10] = -1
+    assert DLMSVDD(**FAST).fit(X + 3 * (y < 0)[:, None], y).svdd_.nu_ == 1.2
+
+
+def test_a_margin_weight_other_than_one_without_anomalies_is_refused_with_the_way_out():
+    with pytest.raises(ValueError, match="leave nu at 'auto'"):
+        DLMSVDD(nu=1.2, **FAST).fit(_gaussian(100))
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_rows_far_from_the_data_are_flagged_in_python(unlabelled, scale):
+    model, X = unlabelled
+    far = _moved(_gaussian(1000, seed=2), X.mean(0), scale, X)
+    assert len(far) > 500 and (model.predict(far) == -1).all()
+    assert (model.predict(far, fpr=0.05) == -1).all()
+
+
+def test_rows_whose_values_overflow_float32_arithmetic_are_flagged_not_normal(unlabelled, tmp_path):
+    model, X = unlabelled
+    huge = np.vstack([X[:20] * 1e20, np.full((1, X.shape[1]), 3e38, np.float32)]).astype(np.float32)
+    one_cell = X[:20].copy()
+    one_cell[:, 2] = 3e38  # a single finite cell at float32's edge (issue 34, item 10)
+    for rows in (huge, one_cell):
+        assert np.isfinite(model.dissimilarity(rows)).all()
+        assert (model.predict(rows) == -1).all()
+        assert (_onnx_decisions(model, rows, tmp_path / "m.onnx") == -1).all()
+        assert (_torchscript_decisions(model, rows, tmp_path / "m.torchscript.pt") == -1).all()
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_exports_flag_far_rows_and_agree_with_python(unlabelled, fmt, tmp_path):
+    model, X = unlabelled
+    far = [_moved(_gaussian(100, seed=4), X.mean(0), s, X) for s in SCALES]
+    rows = np.vstack([_gaussian(200, seed=3), *far])
+    decide = _onnx_decisions if fmt == "onnx" else _torchscript_decisions
+    decisions = decide(model, rows, tmp_path / f"m.{fmt}")
+    np.testing.assert_array_equal(decisions, model.predict(rows))
+    assert (decisions[200:] == -1).all()
+
+
+def test_without_the_guard_far_rows_pass_as_normal():
+    """The failure the guard fixes (issue 38, finding 2): the L2-normalised features alone see a
+    row's direction, and some rows 1000 times as far out as normal ones score as normal."""
+    X = _gaussian(600)
+    model = DLMSVDD(guard=False, **FAST).fit(X)
+    far = _moved(_gaussian(2000, seed=2), X.mean(0), 1000.0, X)
+    assert (model.predict(far) == 1).mean() > 0.01
+
+
+def test_the_guard_is_zero_within_the_data_and_grows_beyond_it_as_documented():
+    """Its coordinate against a plain numpy computation of w * max(0, |x - mean| - R), and w from gamma."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6)) * 3 + 1
+    module = guard.DistanceGuard((6,))
+    info = module.fit(lambda: iter(torch.from_numpy(X).float().split(64)))
+    distance = np.linalg.norm(X - X.mean(0), axis=1)
+    assert info["radius"] == pytest.approx(distance.max(), rel=1e-5)
+    assert info["median_radius"] == pytest.approx(np.median(distance), rel=1e-2)  # torch: the lower median
+    module.set_bandwidth(0.25)
+    w = float(module.weight)
+    assert 0.25 * w**2 * info["median_radius"] ** 2 == pytest.approx(guard.STRENGTH, rel=1e-6)
+    rows = np.vstack([X[:50], X.mean(0) + 10 * (X[50:100] - X.mean(0))])
+    expected = w * np.maximum(0.0, np.linalg.norm(rows - X.mean(0), axis=1) - distance.max())
+    got = module(torch.from_numpy(rows).float()).numpy().ravel()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert (got[:50] == 0).all() and (got[50:][expected[50:] > 0] > 0).all()
+    assert np.isfinite(module(torch.full((2, 6), 3e38)).numpy()).all()
+
+
+def test_within_the_data_the_guard_changes_no_score():
+    """Training rows have the coordinate 0: with and without the guard the same boundary and scores."""
+    X = _gaussian(300)
+    a, b = DLMSVDD(**FAST).fit(X), DLMSVDD(guard=False, **FAST).fit(X)
+    inside = X[:100]
+    np.testing.assert_allclose(a.dissimilarity(inside), b.dissimilarity(inside), rtol=1e-5, atol=1e-6)
+
+
+def test_images_far_from_the_training_mean_are_flagged():
+    digits = datasets.digits()
+    normal = np.concatenate([np.asarray(part.images, np.float32)[np.asarray(part.labels) == 3]
+                             for part in (digits.train, digits.test)])
+    model = DLMSVDD(backbone="small_cnn", weights=None, **FAST).fit(normal[:100])
+    mean = normal[:100].mean(0, keepdims=True)
+    for scale in SCALES:
+        far = _moved(normal[100:], mean, scale, normal[:100])
+        assert len(far) >= 5 and (model.predict(far) == -1).all(), scale
+        assert (model.predict(far, fpr=0.05) == -1).all(), scale
+
+
+def test_old_models_without_the_view_still_load(tmp_path):
+    """A model saved before the view existed has no input_kernel in its configuration: it loads
+    and scores as it did (without the view)."""
+    X = _gaussian(200)
+    model = DLMSVDD(guard=False, **FAST).fit(X)
+    model.save(tmp_path / "m.pt")
+    state = torch.load(tmp_path / "m.pt", weights_only=False)
+    del state["config"]["guard"]
+    torch.save(state, tmp_path / "old.pt")
+    loaded = DLMSVDD.load(tmp_path / "old.pt")
+    assert loaded.network_.guard is None
+    np.testing.assert_array_equal(loaded.dissimilarity(X), model.dissimilarity(X))
+
+
+def _write_csv(path, X, y):
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow([f"x{j}" for j in range(X.shape[1])] + ["label"])
+        writer.writerows([*map(float, row), int(t)] for row, t in zip(X, y))
+
+
+def test_cli_table_run_without_labels_scores_and_flags_far_rows(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(300, 4)), rng.normal(size=(20, 4)) + 5]).astype(np.float32)
+    y = np.r_[np.zeros(300, int), np.ones(20, int)]
+    _write_csv(tmp_path / "t.csv", X, y)
+    run = tmp_path / "run"
+    assert main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--labelled-fraction", "0",
+                 "--epochs", "2", "--verbose", "0", "--output", str(run)]) == 0
+    model = DLMSVDD.load(run / "model.pt")
+    assert model.svdd_.nu_ == 1.0 and model.history_[-1]["b_anomaly"] is not None
+    far = _moved(rng.normal(size=(50, 4)), X[:300].mean(0), 100.0, X)
+    np.save(tmp_path / "far.npy", far)
+    capsys.readouterr()
+    assert main(["score", str(run), "--npy", str(tmp_path / "far.npy")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split(",")
+    predicted = [int(line.split(",")[header.index("prediction")]) for line in lines[1:]]
+    assert len(predicted) == len(far) > 40 and set(predicted) == {-1}
+
+
+def test_cli_image_run_without_labels(tmp_path):
+    run = tmp_path / "run"
+    assert main(["train", "--data", "digits", "--ratio", "0", "--backbone", "small_cnn", "--weights", "none",
+                 "--epochs", "1", "--verbose", "0", "--output", str(run)]) == 0
+    model = DLMSVDD.load(run / "model.pt")
+    assert model.svdd_.nu_ == 1.0
