@@ -13,11 +13,15 @@ from dlmsvdd_ext import svdd
 
 def test_local_gamma_is_the_scaled_median_and_kept_by_warm_starts():
     X = np.random.default_rng(0).normal(size=(300, 4))
+    y = np.ones(len(X))
+    y[:5] = -1
     median = np.median(pdist(X, "sqeuclidean"))  # 300 rows: below MEDIAN_SAMPLES, the exact median
-    model = LpSVDD(warm_start=True).fit(X)
+    model = LpSVDD(warm_start=True).fit(X, y)
     assert model.gamma_ == pytest.approx(svdd.LOCAL_GAMMA_SCALE / median, rel=1e-10)
     assert LpSVDD(gamma="median").fit(X).gamma_ == pytest.approx(1.0 / median, rel=1e-10)
-    assert model.fit(X * 3.0).gamma_ == pytest.approx(svdd.LOCAL_GAMMA_SCALE / median, rel=1e-10)  # estimated once
+    assert model.fit(X * 3.0, y).gamma_ == pytest.approx(svdd.LOCAL_GAMMA_SCALE / median, rel=1e-10)  # estimated once
+    # without anomalies (one-class SVDD) the narrower kernel chosen for the unsupervised protocol
+    assert LpSVDD().fit(X).gamma_ == pytest.approx(svdd.LOCAL_GAMMA_SCALE_ONE_CLASS / median, rel=1e-10)
 
 
 def two_clusters_and_anomalies_between(seed=0):
@@ -36,9 +40,10 @@ def test_local_bandwidth_finds_anomalies_between_clusters_that_the_median_smooth
     test_normal, _ = two_clusters_and_anomalies_between(seed=1)
     X_test = np.r_[test_normal, anomalies]
     is_anomaly = np.r_[np.zeros(len(test_normal)), np.ones(len(anomalies))]
+    median = np.median(pdist(normal, "sqeuclidean"))
     auroc = {g: roc_auc_score(is_anomaly, LpSVDD(gamma=g).fit(normal).dissimilarity(X_test))
-             for g in ("median", "local")}
-    assert auroc["median"] < 0.5 and auroc["local"] > 0.95, auroc
+             for g in ("median", svdd.LOCAL_GAMMA_SCALE / median, "local")}
+    assert auroc["median"] < 0.5 and min(list(auroc.values())[1:]) > 0.95, auroc
 
 
 def anomalies_inside_the_normal_data(seed):

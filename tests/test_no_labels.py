@@ -52,13 +52,33 @@ def _onnx_decisions(model, X, path):
 
 def test_the_default_fits_without_labels(unlabelled):
     model, X = unlabelled
-    assert model.svdd_.nu_ == 1.0  # nu="auto": one-class SVDD without anomalies
+    # self-labelling: 5% of the 480 training rows (the rest validate) labelled anomalous, then nu="auto" is 1.2
+    assert model.self_labelled_ == 24 and model.svdd_.nu_ == 1.2
     assert "normals' 0.9 quantile" in model.threshold_rule_
     assert model.n_calibration_ > 0 and model.calibration_source_ == "validation normals"
     flagged = (model.predict(_gaussian(2000, seed=1)) == -1).mean()
     assert 0.03 < flagged < 0.2  # about the contamination, 0.1, of fresh normal rows
     assert model.predict(X[:50], fpr=0.05).shape == (50,)
     assert np.all(np.diff(model.predict_proba(X[:5]), axis=1) <= 1.0)
+
+
+def test_one_class_training_without_self_labelling_takes_nu_one():
+    model = DLMSVDD(self_labelling=0.0, **FAST).fit(_gaussian(200))
+    assert model.self_labelled_ == 0 and model.svdd_.nu_ == 1.0
+
+
+def test_self_labels_are_the_rows_lpsvdd_one_class_finds_most_anomalous():
+    """The labeller against LpSVDD() one-class fitted and scored directly, on data with 10 scattered
+    outliers (4 times as far out as normal rows, each in its own direction)."""
+    from dlmsvdd.training import self_labels
+    from dlmsvdd_ext import LpSVDD
+
+    X = _gaussian(300).astype(np.float64)
+    X[:10] *= 4.0
+    chosen = self_labels.pseudo_anomalies(torch.from_numpy(X), 10 / 300, seed=0)
+    reference = np.argsort(-LpSVDD(nu=1.0, random_state=0).fit(X).dissimilarity(X))[:10]
+    np.testing.assert_array_equal(chosen, np.sort(reference))
+    assert len(set(chosen) & set(range(10))) >= 9  # the outliers (row 0, near the mean, stays near it)
 
 
 def test_all_normal_labels_are_the_same_fit_and_labels_still_take_the_paper_nu():
@@ -186,7 +206,7 @@ def test_cli_table_run_without_labels_scores_and_flags_far_rows(tmp_path, capsys
     assert main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--labelled-fraction", "0",
                  "--epochs", "2", "--verbose", "0", "--output", str(run)]) == 0
     model = DLMSVDD.load(run / "model.pt")
-    assert model.svdd_.nu_ == 1.0 and model.history_[-1]["b_anomaly"] is not None
+    assert model.self_labelled_ > 0 and model.svdd_.nu_ == 1.2  # no anomaly labelled: self-labelled
     far = _moved(rng.normal(size=(50, 4)), X[:300].mean(0), 100.0, X)
     np.save(tmp_path / "far.npy", far)
     capsys.readouterr()
@@ -202,4 +222,4 @@ def test_cli_image_run_without_labels(tmp_path):
     assert main(["train", "--data", "digits", "--ratio", "0", "--backbone", "small_cnn", "--weights", "none",
                  "--epochs", "1", "--verbose", "0", "--output", str(run)]) == 0
     model = DLMSVDD.load(run / "model.pt")
-    assert model.svdd_.nu_ == 1.0
+    assert model.self_labelled_ > 0

@@ -279,7 +279,7 @@ class TrainConfig:
     nu: float | str = "auto"
     c1: float | None = None
     c2: float | None = None
-    self_labelling: float = 0.0  # without labels: this fraction self-labelled anomalous (training.self_labels)
+    self_labelling: float = 0.05  # without labels: this fraction self-labelled anomalous (training.self_labels)
     guard: bool = True  # rows beyond the training data's radius score higher with their distance (training.guard)
     gamma: float | str = "median"  # "median": once from the initial features; "per-epoch"; or a fixed value
     solver: str = "apg"

@@ -8,11 +8,11 @@ from 1.46 to 0.004 in 15 epochs (Deep SVDD's "hypersphere collapse"), and the bo
 collapsed features scored a mean test AUROC of 0.69 against 0.74 for ``LpSVDD`` one-class on the
 inputs themselves. With a few labelled anomalies the same model is the package's best detector.
 
-What: before training, ``LpSVDD`` one-class (nu = 1) is fitted on the training rows' network
-inputs (feature vectors as the network takes them, standardised; images average-pooled to at
-most ``pretrain.TARGET_SIDE`` pixels a side), on a seeded subset of at most ``SUBSET`` rows with a
-bandwidth ``GAMMA_SCALE`` times the median's, and the ``fraction`` of training rows it scores as
-most anomalous become labelled anomalies (-1); the fit then runs as a semi-supervised one
+What: before training, ``LpSVDD()`` one-class at its defaults (nu = 1, the "local" bandwidth of a
+fit without anomalies) is fitted on the training rows' network inputs (feature vectors as the
+network takes them, standardised; images average-pooled to at most ``pretrain.TARGET_SIDE``
+pixels a side), on a seeded subset of at most ``SUBSET`` rows, and the ``fraction`` of training
+rows it scores as most anomalous become labelled anomalies (-1); the fit then runs as a semi-supervised one
 (``nu`` "auto": the paper's 1.2). Validation rows are not relabelled. The count is recorded on the
 model (``self_labelled_``). The labeller never sees a label, so nothing is chosen on test data.
 """
@@ -28,7 +28,6 @@ from dlmsvdd_ext import LpSVDD, ops
 from .pretrain import target
 
 SUBSET = 4096  # rows the labeller is fitted on (a seeded draw); every training row is scored
-GAMMA_SCALE = 2.0  # the labeller's bandwidth: this many times 1 / median squared distance
 
 
 class Relabelled(Dataset):
@@ -74,10 +73,9 @@ def pseudo_anomalies(views: torch.Tensor, fraction: float, seed: int) -> np.ndar
     n = len(views)
     rng = np.random.default_rng(seed)
     subset = np.sort(rng.permutation(n)[:SUBSET])
-    median = ops.median_sq_distance(views[subset], seed=seed)
-    if not median > 0:  # identical rows: nothing ranks one above another
+    if not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: nothing ranks above another
         return np.arange(0)
-    labeller = LpSVDD(nu=1.0, gamma=GAMMA_SCALE / median, random_state=seed).fit(views[subset])
+    labeller = LpSVDD(nu=1.0, random_state=seed).fit(views[subset])
     scores = np.asarray(labeller.dissimilarity(views))
     count = max(1, int(round(fraction * n)))
     return np.sort(np.argsort(-scores, kind="stable")[:count])

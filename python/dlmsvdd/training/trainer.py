@@ -477,8 +477,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("the training set is empty")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
+        self.self_labelled_, self.self_labels_ = 0, None
         if cfg.nu == "auto":  # without labelled anomalies, label a few (training.self_labels)
             train, self.self_labelled_ = self_labels.relabel(train, cfg.self_labelling, cfg.seed)
+            self.self_labels_ = train.targets if self.self_labelled_ else None
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
         optimizer = self._start(train)
@@ -651,6 +653,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             ``memory_method``, ``n_train``, ``n_features``, ``rank`` (the factor's
             columns, None for the exact kernel) and ``full_kernel_bytes``.
         """
+        if getattr(self, "self_labels_", None) is not None:  # the targets the fit trained on
+            train = self_labels.Relabelled(train, self.self_labels_)
         feats, targets = self._features(train)
         svdd = sklearn.base.clone(self.svdd_).set_params(gamma=self.svdd_.gamma_, warm_start=False)
         fit = svdd.fit if self.group_ is None else svdd.fit_sharded
@@ -1036,7 +1040,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
             "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
-            "best_epoch": self.best_epoch_, "history": self.history_,
+            "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
             "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
 
     @classmethod
@@ -1111,6 +1115,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                              f"{checkpoints.DAMAGED}") from None
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
+        model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         model._check_parts_fit(path)
         return model
