@@ -556,8 +556,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
         """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
         if best[2] is None:
-            raise divergence.TrainingDiverged(
-                f"the initial network's {problem}; check the data and the backbone's weights")
+            raise divergence.TrainingDiverged(  # before any training step: nothing to roll back to
+                f"the initial network's features are unusable: {problem}; check the data (are the training "
+                "inputs all alike?) and the backbone's weights")
         hint = f"lower the learning rate (lr {self.training_params_['lr']:g})"
         if self.config.on_divergence == "error":
             raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
