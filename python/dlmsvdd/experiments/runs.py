@@ -4,6 +4,7 @@ the training state in ``checkpoint.pt`` after every epoch until the run ends."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import sources
+from ..data import sources, tables
 from ..data.tables import make_table_task
 from ..data.tasks import Task, make_task
 from ..training import atomic, checkpoints, metrics
@@ -27,13 +28,25 @@ def build_task(cfg: TrainConfig) -> Task:
     """The task the config describes (one-vs-rest on images, or the semi-supervised
     protocol on a table); every check on the data runs here."""
     if cfg.data == "table":
-        return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction)
+        return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction,
+                               cfg.path_sha256)
     source = sources.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
     channels = source.channels if cfg.resolved_backbone() in ("small_cnn", "custom") else 3
     image_size = cfg.image_size or (224 if cfg.imagenet_input else None)
     return make_task(source, cfg.normal_class, ratio=cfg.ratio, rho=cfg.rho, seed=cfg.seed,
                      val_fraction=cfg.val_fraction, channels=channels, image_size=image_size,
                      imagenet_stats=cfg.imagenet_input)
+
+
+def pin_table(cfg: TrainConfig) -> TrainConfig:
+    """A table run's configuration as the run keeps it: the file's absolute path and its
+    SHA-256 (``tables.fingerprint``), so that ``evaluate`` and ``score`` find the file from any
+    working directory and refuse it once it changed. Other data, or no file: ``cfg`` itself."""
+    if cfg.data != "table" or cfg.path is None or not Path(cfg.path).is_file():
+        return cfg
+    path = Path(cfg.path).resolve()
+    # a copy: a sweep compares the configuration it asked for with its records
+    return dataclasses.replace(cfg, path=str(path), path_sha256=cfg.path_sha256 or tables.fingerprint(path))
 
 
 def default_output(cfg: TrainConfig) -> Path:
@@ -54,7 +67,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     earlier run left in the folder, its checkpoint first. ``resume``: continue the
     unfinished run in ``cfg.output`` from its ``checkpoint.pt`` (``cfg`` must be
     that run's configuration, up to verbose and device); the checkpoint is
-    removed once ``model.pt`` is written.
+    removed once ``model.pt`` is written. A table run keeps its file's absolute
+    path and SHA-256 (``pin_table``).
 
     Parameters
     ----------
@@ -74,7 +88,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     folder : pathlib.Path or None
         The run folder (None on ranks other than 0).
     """
-    cfg.validate()
+    cfg = cfg.validate() if resume else pin_table(cfg.validate())  # a resumed run's configuration is its own
     folder = Path(cfg.output) if cfg.output else default_output(cfg)
     checkpoint = folder / CHECKPOINT
     if folder.exists() and not folder.is_dir():

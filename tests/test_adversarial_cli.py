@@ -1,0 +1,87 @@
+"""Issue 34's adversarial findings in the `dlmsvdd` command, each with the case
+that broke (items 4, 5, 8 and 11 of the issue; the Python API's are in
+test_adversarial_fixes.py)."""
+
+import csv
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from dlmsvdd import DLMSVDD
+from dlmsvdd.cli import main
+
+
+def _error(capsys, command: str) -> str:
+    """The one-line refusal of an ordinary mistake (exit code 2 checked by the caller)."""
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlmsvdd {command}: error: ") and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def _write_table(path, n_normal=150, n_anomalous=20, seed=0, label=True):
+    """A .csv table: 3 feature columns, the anomalies 4 away; labels 0 normal, 1 anomaly."""
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(size=(n_normal, 3)), rng.normal(size=(n_anomalous, 3)) + 4])
+    y = np.r_[np.zeros(n_normal, int), np.ones(n_anomalous, int)]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["a", "b", "c", "label"])
+        writer.writerows([*(repr(float(v)) for v in row), int(t)] for row, t in zip(X, y))
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory):
+    """A finished table run trained from a relative --path (1 epoch): (run folder, table file)."""
+    home = tmp_path_factory.mktemp("table_run")
+    _write_table(home / "t.csv")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(home)
+        assert main(["train", "--data", "table", "--path", "t.csv", "--epochs", "1", "--verbose", "0",
+                     "--output", "run"]) == 0
+    return home / "run", home / "t.csv"
+
+
+# ---- item 4: a table run keeps an absolute path and a fingerprint of its file
+
+
+def test_a_table_run_records_its_files_absolute_path_and_sha256(table_run):
+    run, table = table_run
+    for stored in (yaml.safe_load((run / "config.yaml").read_text()),
+                   DLMSVDD.load(run / "model.pt").config.to_dict()):
+        assert stored["path"] == str(table.resolve())
+        assert stored["path_sha256"] == hashlib.sha256(table.read_bytes()).hexdigest()
+
+
+def test_a_table_run_evaluates_from_another_working_directory(table_run, tmp_path, monkeypatch, capsys):
+    """Before: `cd / && dlmsvdd evaluate RUN` failed: the relative --path was stored as typed."""
+    run, _ = table_run
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["evaluate", str(run)]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["auroc"] == pytest.approx(json.loads((run / "metrics.json").read_text())["test"]["auroc"],
+                                               abs=1e-12)
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["score", "--split", "test"]])
+def test_a_changed_or_missing_table_is_refused_never_re_split(command, table_run, capsys):
+    """Before: evaluate re-split the changed file silently (n 90 -> 75, AUROC 1.0 -> 0.0)."""
+    run, table = table_run
+    original = table.read_bytes()
+    try:
+        table.write_bytes(b"\n".join(original.splitlines()[:-50]) + b"\n")  # 50 rows dropped
+        assert main([command[0], str(run), *command[1:]]) == 2
+        err = _error(capsys, command[0])
+        assert "changed since the run trained on it" in err and "restore the file the run trained on" in err
+        table.unlink()
+        assert main([command[0], str(run), *command[1:]]) == 2
+        assert "is not there any more: put the file back at that path" in _error(capsys, command[0])
+    finally:
+        table.write_bytes(original)
+    assert main([command[0], str(run), *command[1:]]) == 0
