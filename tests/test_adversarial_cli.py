@@ -85,3 +85,20 @@ def test_a_changed_or_missing_table_is_refused_never_re_split(command, table_run
     finally:
         table.write_bytes(original)
     assert main([command[0], str(run), *command[1:]]) == 0
+
+
+# ---- item 5: training again into a finished run folder removes the old model's exports
+
+
+def test_training_again_removes_the_earlier_models_exports(table_run, tmp_path, capsys):
+    """Before: model.onnx and model.torchscript.pt of the old model stayed beside the new model.pt."""
+    pytest.importorskip("onnx")
+    _, table = table_run
+    run = tmp_path / "run"
+    train = ["train", "--data", "table", "--path", str(table), "--epochs", "1", "--verbose", "0", "--output", str(run)]
+    assert main(train) == 0
+    assert main(["export", str(run)]) == 0 and main(["export", str(run), "--format", "torchscript"]) == 0
+    assert (run / "model.onnx").is_file() and (run / "model.torchscript.pt").is_file()
+    assert main(train[:-2] + ["--seed", "1", "--output", str(run)]) == 0
+    assert not (run / "model.onnx").exists() and not (run / "model.torchscript.pt").exists()
+    assert DLMSVDD.load(run / "model.pt").config.seed == 1

@@ -16,7 +16,7 @@ import numpy as np
 from ..data import sources, tables
 from ..data.tables import make_table_task
 from ..data.tasks import Task, make_task
-from ..training import atomic, checkpoints, metrics
+from ..training import atomic, checkpoints, export, metrics
 from ..training.config import TrainConfig
 from ..training.trainer import DLMSVDD, versions
 from . import run_outputs
@@ -179,7 +179,8 @@ def unfinished(folder) -> dict | None:
 
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
-    """Metrics, history, plots, test scores and the checkpoint."""
+    """Metrics, history, plots, test scores and the checkpoint; the exports an earlier
+    run left here under their default names (``dlmsvdd export RUN``) are removed."""
     run_outputs.write_json(folder / "metrics.json", result)
     run_outputs.write_json(folder / "history.json", model.history_)
     run_outputs.write_history_csv(model.history_, folder / "history.csv")
@@ -187,6 +188,8 @@ def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title:
     run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
                comments="")
+    for suffix in export.SUFFIXES.values():  # an earlier model's exports would score unlike the new model.pt
+        atomic.remove(folder / f"model{suffix}")
     model.save(folder / "model.pt")
     log.info("test %s", result["test"])
 
