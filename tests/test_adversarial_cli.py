@@ -102,3 +102,48 @@ def test_training_again_removes_the_earlier_models_exports(table_run, tmp_path, 
     assert main(train[:-2] + ["--seed", "1", "--output", str(run)]) == 0
     assert not (run / "model.onnx").exists() and not (run / "model.torchscript.pt").exists()
     assert DLMSVDD.load(run / "model.pt").config.seed == 1
+
+
+# ---- item 8: ordinary mistakes end in exit 2 and one `error:` line, and ordinary uses in exit 0
+
+
+def test_a_one_class_table_run_prints_its_result(tmp_path, capsys):
+    """Before: `--nu 1` on a table of normal rows saved the run, then failed formatting the missing AUROC (exit 1)."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "normals.npz", X=rng.normal(size=(200, 3)), y=np.zeros(200, int))
+    capsys.readouterr()
+    assert main(["train", "--data", "table", "--path", str(tmp_path / "normals.npz"), "--nu", "1", "--epochs", "1",
+                 "--verbose", "0", "--output", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "test AUROC n/a (the test split has one class)" in out and str(tmp_path / "run") in out
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]["auroc"] is None
+
+
+def test_score_npy_reads_an_npz_files_array(table_run, tmp_path, capsys):
+    """Before: AttributeError: 'NpzFile' object has no attribute 'dtype' (exit 1)."""
+    run, _ = table_run
+    rows = np.random.default_rng(1).normal(size=(5, 3))
+    np.save(tmp_path / "rows.npy", rows)
+    np.savez(tmp_path / "one.npz", rows)  # one array, whatever its name
+    np.savez(tmp_path / "named.npz", X=rows, y=np.zeros(5))
+    np.savez(tmp_path / "other.npz", a=rows, b=rows)
+    outputs = []
+    for name in ("rows.npy", "one.npz", "named.npz"):
+        capsys.readouterr()
+        assert main(["score", str(run), "--npy", str(tmp_path / name)]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == outputs[2] and len(outputs[0].splitlines()) == 6
+    assert main(["score", str(run), "--npy", str(tmp_path / "other.npz")]) == 2
+    assert "is an .npz file of 2 arrays (a, b); it is read when it holds one array, or one named X" in \
+        _error(capsys, "score")
+
+
+@pytest.mark.parametrize("command, code", [(["presets"], 0), (["report", "nowhere"], 2), (["export"], 0)])
+def test_every_command_takes_verbose(command, code, table_run, capsys):
+    """Before: `dlmsvdd export RUN --verbose 0` -> unrecognized arguments (cli.md: every command takes it)."""
+    if command == ["export"]:
+        command = ["export", str(table_run[0]), "--format", "torchscript"]
+    capsys.readouterr()
+    assert main([*command, "--verbose", "0"]) == code
+    if code:
+        assert "unrecognized" not in _error(capsys, command[0])

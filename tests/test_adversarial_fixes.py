@@ -66,3 +66,15 @@ def test_identical_rows_are_refused_as_such(value):
     with pytest.raises(ValueError, match=r"the \d+ training rows are all identical") as caught:
         DLMSVDD(**FAST, nu=1).fit(np.full((100, 4), value))
     assert type(caught.value) is ValueError  # a data mistake, not a training breakdown (TrainingDiverged)
+
+
+# ---- item 8: too few rows refused before torch's BatchNorm sees them
+
+
+def test_too_few_rows_to_train_are_refused_with_how_many_are_needed():
+    """Before: torch's 'Expected more than 1 value per channel when training'."""
+    X = np.random.default_rng(0).normal(size=(3, 5))
+    with pytest.raises(ValueError, match=r"X has 2 rows, and 1 of them train once the validation share "
+                                         r"\(val_fraction=0.2\) is held out; training needs at least 2: give 3 "):
+        DLMSVDD(**FAST, nu=1).fit(X[:2])
+    assert DLMSVDD(**FAST, nu=1).fit(X).n_train_ == 2  # the 3 the message asks for train

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import logging
 import platform
 import time
@@ -91,6 +92,20 @@ def array_inputs(X, name: str = "X") -> torch.Tensor:
         raise ValueError(f"{name} must hold feature vectors (N, D), images (N, C, H, W) or grey images (N, H, W), "
                          f"got {dims} dimension(s)")
     return array_vectors(X, name) if dims == 2 else array_images(X, name)
+
+
+# training needs 2 samples: BatchNorm's batch statistics, the kernel's median bandwidth
+MIN_TRAIN = 2
+
+
+def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
+    """An array of n rows leaves n_train to train once validation is held out: at least MIN_TRAIN."""
+    if n_train >= MIN_TRAIN:
+        return
+    needed = next(m for m in itertools.count(MIN_TRAIN) if m - int(np.ceil(val_fraction * m)) >= MIN_TRAIN)
+    raise ValueError(f"X has {n} rows, and {n_train} of them train once the validation share (val_fraction="
+                     f"{val_fraction:g}) is held out; training needs at least {MIN_TRAIN}: give {needed} normal rows "
+                     "or more")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -430,6 +445,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if is_array(X):
             images = array_inputs(X)
             train, val = self._array_split(images, y)
+            _enough_rows(len(images), len(train), self.config.val_fraction)
         elif is_array(y):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
@@ -467,8 +483,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
-        if len(train) == 0:
-            raise ValueError("the training set is empty")
+        if len(train) < MIN_TRAIN:
+            raise ValueError(f"the training set has {len(train)} sample(s); training needs at least {MIN_TRAIN}")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         optimizer = self._start(train)
