@@ -78,3 +78,55 @@ def test_too_few_rows_to_train_are_refused_with_how_many_are_needed():
                                          r"\(val_fraction=0.2\) is held out; training needs at least 2: give 3 "):
         DLMSVDD(**FAST, nu=1).fit(X[:2])
     assert DLMSVDD(**FAST, nu=1).fit(X).n_train_ == 2  # the 3 the message asks for train
+
+
+# ---- item 9: tampered model files are refused when loaded
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A small vector model saved: (the file, its scores on some rows)."""
+    X, y = _signal_in_column_0(120, 6, 0)
+    model = DLMSVDD(epochs=1, verbose=0).fit(X, y)
+    path = tmp_path_factory.mktemp("saved") / "m.pt"
+    model.save(path)
+    return path
+
+
+def _tampered(saved, tmp_path, edit):
+    state = torch.load(saved, weights_only=True)
+    edit(state)
+    torch.save(state, tmp_path / "t.pt")
+    return tmp_path / "t.pt"
+
+
+def _set(part, key, change):
+    def edit(state):
+        state[part][key] = change(state[part][key])
+    return edit
+
+
+@pytest.mark.parametrize("edit, message", [
+    (_set("boundary", "alpha", lambda a: a[:-1].clone()), r"has \d+ alpha values for \d+ labels"),
+    (_set("boundary", "alpha", lambda a: -a), "holds a negative alpha"),
+    (_set("boundary", "labels", lambda t: t * 2), "a label other than"),
+    (_set("boundary", "support", lambda s: s[1:].clone()), "'support' is not where alpha > 0"),
+    (_set("boundary", "dual_coef", lambda c: c[:-1].clone()), r"for 'dual_coef', one per support index"),
+    (_set("boundary", "support_vectors", lambda v: v[:-1].clone()), r"for 'support_vectors', one per support"),
+    (_set("boundary", "alpha", lambda a: a.view(1, -1)), r"'alpha' is not a flat tensor \(shape \(1, \d+\)\)"),
+    (_set("boundary", "calibration", lambda c: {**c, "scores": c["scores"].view(-1, 1)}),
+     "calibration scores are not a flat tensor"),
+    (_set("preprocessing", "kind", lambda k: "evil"), "unknown preprocessing kind 'evil'"),
+    (_set("preprocessing", "scale", lambda s: [0.0] * len(s)), "its preprocessing record is not one this dlmsvdd"),
+])
+def test_a_tampered_model_file_is_refused_naming_the_file(edit, message, saved, tmp_path):
+    """Before: the boundary edits loaded silently; an unknown kind gave a TypeError; a scale of 0 did not name
+    the file."""
+    path = _tampered(saved, tmp_path, edit)
+    with pytest.raises(ValueError, match=message) as caught:
+        DLMSVDD.load(path)
+    assert str(path) in str(caught.value) and "the file is damaged or was edited" in str(caught.value)
+
+
+def test_an_untampered_file_still_loads(saved):
+    assert DLMSVDD.load(saved).n_calibration_ > 0

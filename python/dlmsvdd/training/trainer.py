@@ -1100,7 +1100,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.in_channels_ = state["in_channels"]
         model.input_shape_ = input_shape
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
-        model.preprocessing_ = None if stored is None else record_from_dict(stored)
+        try:
+            model.preprocessing_ = None if stored is None else record_from_dict(stored)
+        except (ValueError, TypeError, KeyError, AttributeError) as err:  # a record no version writes
+            raise ValueError(f"{path}: its preprocessing record is not one this dlmsvdd reads ({type(err).__name__}: "
+                             f"{err}); {checkpoints.DAMAGED}") from None
         model.network_ = model._build_network(model.in_channels_, resolved, vectors)
         try:
             model.network_.load_state_dict(state["network"])
