@@ -147,3 +147,31 @@ def test_every_command_takes_verbose(command, code, table_run, capsys):
     assert main([*command, "--verbose", "0"]) == code
     if code:
         assert "unrecognized" not in _error(capsys, command[0])
+
+
+# ---- item 11: label conventions in score's CSV; flags the data would ignore
+
+
+def test_score_csv_labels_are_one_convention(table_run, tmp_path, capsys):
+    """Before: split rows got target +1/-1 and --npy rows target 0 (the table's 'normal')."""
+    run, _ = table_run
+    capsys.readouterr()
+    assert main(["score", str(run), "--split", "test"]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert {r["target"] for r in rows} == {"1", "-1"} and {r["prediction"] for r in rows} <= {"1", "-1"}
+    np.save(tmp_path / "rows.npy", np.zeros((3, 3)))
+    assert main(["score", str(run), "--npy", str(tmp_path / "rows.npy")]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "index,dissimilarity,p_value,prediction"
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--data", "table", "--path", "t.csv", "--image-size", "8", "--ratio", "0.5"],
+     "--ratio, --image-size apply to image data, not to --data table"),
+    (["--data", "table", "--path", "t.csv", "--normal-class", "3"], "--normal-class applies to image data"),
+    (["--data", "digits", "--path", "t.csv"], "--path applies to --data table, not to --data digits"),
+])
+def test_flags_the_data_would_ignore_are_refused(flags, message, tmp_path, capsys):
+    """Before: silently ignored (with --data digits --path t.csv, digits trained)."""
+    assert main(["train", *flags, "--epochs", "1", "--output", str(tmp_path / "run")]) == 2
+    assert message in _error(capsys, "train")
+    assert not (tmp_path / "run").exists()

@@ -84,12 +84,17 @@ def test_too_few_rows_to_train_are_refused_with_how_many_are_needed():
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    """A small vector model saved: (the file, its scores on some rows)."""
+def fitted():
+    """A small vector model."""
     X, y = _signal_in_column_0(120, 6, 0)
-    model = DLMSVDD(epochs=1, verbose=0).fit(X, y)
+    return DLMSVDD(epochs=1, verbose=0).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def saved(fitted, tmp_path_factory):
+    """The small vector model's file."""
     path = tmp_path_factory.mktemp("saved") / "m.pt"
-    model.save(path)
+    fitted.save(path)
     return path
 
 
@@ -130,3 +135,75 @@ def test_a_tampered_model_file_is_refused_naming_the_file(edit, message, saved, 
 
 def test_an_untampered_file_still_loads(saved):
     assert DLMSVDD.load(saved).n_calibration_ > 0
+
+
+# ---- item 11: rough edges
+
+
+def test_finite_rows_that_overflow_float32_are_called_that(fitted):
+    """Before: 'X holds NaN or infinite values' of finite rows of 1e200."""
+    X, _ = _signal_in_column_0(4, 0, 3)
+    X[2] *= 1e200
+    with pytest.raises(ValueError, match=r"X's row 2 is finite but overflows float32 once standardised \(\|values\| "
+                                         r"up to [0-9.]+e\+200"):
+        fitted.predict(X)
+    X[2] = np.nan
+    with pytest.raises(ValueError, match="X holds NaN or infinite values"):
+        fitted.predict(X)
+
+
+def _bh_reference(p, q):
+    """Benjamini-Hochberg written out: flag the k smallest, k the largest with p_(k) <= k q / m."""
+    order = np.argsort(p, kind="stable")
+    passing = np.flatnonzero(p[order] <= q * np.arange(1, len(p) + 1) / len(p))
+    flagged = np.zeros(len(p), bool)
+    if passing.size:
+        flagged[order[:passing[-1] + 1]] = True
+    return flagged
+
+
+def test_fdr_says_why_too_few_calibration_normals_flag_nothing():
+    """The report's case: 39 calibration normals, 500 rows of which 50 score above all of them, fdr=0.1:
+    nothing flagged, silently (BH needs 125 rows at p = 1/40)."""
+    from dlmsvdd_ext.conformal import Calibration
+
+    rng = np.random.default_rng(0)
+    f = np.r_[np.full(50, 1e3), rng.uniform(0, 37, 450)]
+    small = Calibration(np.arange(39.0), "test")
+    with pytest.warns(UserWarning, match=r"fdr=0.1 flagged none of 500 samples, although 50 score above all 39 "
+                                         r"calibration normals: .* at least 125 samples share it\. With 99 or more "
+                                         r"calibration normals 50 such samples could be flagged"):
+        flagged = small.flags(f, fdr=0.1)
+    assert not flagged.any() and not _bh_reference(small.p_values(f), 0.1).any()
+    enough = Calibration(np.arange(99.0) * 39 / 99, "test")  # the 99 the warning asks for
+    flagged = enough.flags(f, fdr=0.1)
+    np.testing.assert_array_equal(flagged, _bh_reference(enough.p_values(f), 0.1))
+    assert flagged[:50].all()
+
+
+def test_saving_to_a_folder_or_a_missing_folder_says_so(fitted, tmp_path):
+    """Before: an OSError naming the hidden temporary file."""
+    with pytest.raises(IsADirectoryError, match=f"cannot write '{tmp_path}': it is a folder; give a file name"):
+        fitted.save(tmp_path)
+    with pytest.raises(FileNotFoundError, match="the folder '.*nowhere' does not exist"):
+        fitted.save(tmp_path / "nowhere" / "m.pt")
+    assert list(tmp_path.iterdir()) == []  # no temporary file left
+
+
+def test_predict_proba_takes_pyods_method_keyword(fitted):
+    """Before: TypeError: unexpected keyword argument 'method'."""
+    X, _ = _signal_in_column_0(20, 2, 4)
+    proba = fitted.predict_proba(X, method="conformal")
+    p = fitted.p_values(X)
+    np.testing.assert_array_equal(proba, np.column_stack([p, 1 - p]))
+    np.testing.assert_array_equal(proba, fitted.predict_proba(X))
+    with pytest.raises(ValueError, match=r"predict_proba\(method='unify'\): PyOD's 'linear' and 'unify' rescale"):
+        fitted.predict_proba(X, method="unify")
+
+
+def test_a_loaded_model_has_pyods_fitted_attributes(fitted, saved):
+    """Before: a loaded model lacked decision_scores_ and labels_."""
+    loaded = DLMSVDD.load(saved)
+    np.testing.assert_array_equal(loaded.decision_scores_, fitted.decision_scores_)
+    np.testing.assert_array_equal(loaded.labels_, fitted.labels_)
+    assert set(np.unique(loaded.labels_)) <= {0, 1}

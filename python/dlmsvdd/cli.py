@@ -161,7 +161,26 @@ def _config(args, base=None):
     from .training.config import TrainConfig
 
     cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
-    return TrainConfig.from_dict({**cfg.to_dict(), **_given(args)})
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), **_given(args)})
+    _refuse_ignored(cfg.data, _given(args))
+    return cfg
+
+
+# flags only one kind of data reads; given with the other, they would be ignored without a word
+IMAGE_FLAGS = ("root", "split_dir", "normal_class", "ratio", "rho", "fine_labels", "image_size")
+TABLE_FLAGS = ("path", "label_column", "labelled_fraction")
+
+
+def _refuse_ignored(data: str, given: dict) -> None:
+    table = data == "table"
+    ignored = [f"--{name.replace('_', '-')}" for name in (IMAGE_FLAGS if table else TABLE_FLAGS) if name in given]
+    if not ignored:
+        return
+    flags, verb = ", ".join(ignored), "applies" if len(ignored) == 1 else "apply"
+    if table:
+        raise ValueError(f"{flags} {verb} to image data, not to --data table (a table's labelled anomalies: "
+                         "--labelled-fraction); drop it")
+    raise ValueError(f"{flags} {verb} to --data table, not to --data {data}: drop it, or add --data table")
 
 
 def _print_result(result: dict, folder: Path) -> None:
@@ -324,7 +343,7 @@ def _score(args) -> int:
     elif images is not None:  # raw inputs; the model preprocesses them and checks their shape
         if not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
-        f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
+        f, targets = model.dissimilarity(images), None  # raw rows carry no labels: no target column
     else:
         cfg = model.config
         if args.root:
@@ -338,7 +357,10 @@ def _score(args) -> int:
     if files is not None:
         writer.writerow(["file", "dissimilarity", "p_value", "prediction"])
         writer.writerows((str(p), f"{s:.9g}", pv, c) for p, s, pv, c in zip(files, f, p_values, predictions))
-    else:
+    elif targets is None:
+        writer.writerow(["index", "dissimilarity", "p_value", "prediction"])
+        writer.writerows((i, f"{s:.9g}", pv, c) for i, (s, pv, c) in enumerate(zip(f, p_values, predictions)))
+    else:  # a split of the task: its targets in the convention of the predictions, +1 normal, -1 anomaly
         writer.writerow(["index", "target", "dissimilarity", "p_value", "prediction"])
         writer.writerows((i, t, f"{s:.9g}", pv, c) for i, (t, s, pv, c) in enumerate(zip(targets, f, p_values,
                                                                                            predictions)))

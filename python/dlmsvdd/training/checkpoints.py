@@ -145,6 +145,14 @@ def check_boundary(boundary: dict, path) -> None:
         refuse(f"calibration scores are not a flat tensor ({_shape(scores)})")
 
 
+def flat_scores(value, name: str, path) -> np.ndarray:
+    """A model file's list of scores (1-d, finite, float64), or a refusal naming the file."""
+    if not isinstance(value, torch.Tensor) or value.dim() != 1 or not value.is_floating_point() \
+            or not torch.isfinite(value).all():
+        raise ValueError(f"{path}: its {name} are not a flat tensor of finite numbers ({_shape(value)}); {DAMAGED}")
+    return value.numpy().astype(np.float64)
+
+
 def _shape(value) -> str:
     """A value's shape in words, for a refusal."""
     if isinstance(value, torch.Tensor):

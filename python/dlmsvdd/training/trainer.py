@@ -108,6 +108,15 @@ def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
                      "or more")
 
 
+def _overflow(X, inputs: torch.Tensor) -> str:
+    """Why finite raw rows became infinite network inputs: float32 overflow once standardised."""
+    row = int((~torch.isfinite(inputs)).any(dim=1).nonzero()[0])
+    largest = float(array_vectors(X)[row].abs().max())
+    return (f"X's row {row} is finite but overflows float32 once standardised (|values| up to {largest:.3g}; the "
+            "network computes in float32): it lies far beyond anything the model trained on; rescale it, or "
+            "treat it as an anomaly")
+
+
 def resolve_device(name: str) -> torch.device:
     """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
@@ -686,6 +695,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return images
         inputs = self.preprocess(X)
         if not torch.isfinite(inputs).all():
+            if isinstance(self.preprocessing_, VectorPreprocessing):  # raw rows are finite here (array_vectors)
+                raise ValueError(_overflow(X, inputs))
             raise ValueError("X holds NaN or infinite values")
         return inputs
 
@@ -1042,7 +1053,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
             "best_epoch": self.best_epoch_, "history": self.history_,
-            "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
+            "warnings": self.warnings_, "versions": versions(),
+            "decision_scores": self._decision_scores()}, checkpoints.MODEL)
+
+    def _decision_scores(self) -> torch.Tensor | None:
+        """PyOD's ``decision_scores_`` for the file (None for a model loaded from a file without them)."""
+        scores = getattr(self, "decision_scores_", None)
+        return None if scores is None else torch.as_tensor(np.asarray(scores), dtype=torch.float64)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
@@ -1120,6 +1137,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
+        scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
+        if scores is not None:
+            model.decision_scores_ = checkpoints.flat_scores(scores, "decision_scores", path)
+            model.labels_ = (metrics.predict(model.decision_scores_, model.threshold_) < 0).astype(int)
         model._check_parts_fit(path)
         return model
 
