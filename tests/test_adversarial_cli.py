@@ -47,6 +47,18 @@ def table_run(tmp_path_factory):
     return home / "run", home / "t.csv"
 
 
+# ---- item 3: a table in small units trains
+
+
+def test_a_table_of_cells_at_1e_minus_30_trains(tmp_path, capsys):
+    """Before: exit 2, 'the initial network's the training features collapsed'."""
+    X, y = _write_table(tmp_path / "t.csv")
+    np.savez(tmp_path / "tiny.npz", X=X * 1e-30, y=y)
+    assert main(["train", "--data", "table", "--path", str(tmp_path / "tiny.npz"), "--epochs", "1", "--verbose", "0",
+                 "--output", str(tmp_path / "run")]) == 0
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["test"]["auroc"] > 0.95
+
+
 # ---- item 4: a table run keeps an absolute path and a fingerprint of its file
 
 
