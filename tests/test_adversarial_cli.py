@@ -99,6 +99,28 @@ def test_a_changed_or_missing_table_is_refused_never_re_split(command, table_run
     assert main([command[0], str(run), *command[1:]]) == 0
 
 
+def test_resuming_a_table_run_refuses_a_changed_table(tmp_path, monkeypatch, capsys):
+    """The unfinished run's configuration holds the fingerprint: resuming on other rows is refused."""
+    from dlmsvdd.training.trainer import DLMSVDD as Trainer
+
+    _write_table(tmp_path / "t.csv")
+    save = Trainer._save_training
+
+    def save_then_stop(self, path, next_epoch, *rest):  # the run killed once its first epoch is saved
+        save(self, path, next_epoch, *rest)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_save_training", save_then_stop)
+    run = str(tmp_path / "run")
+    assert main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--epochs", "3", "--verbose", "0",
+                 "--output", run]) == 130
+    monkeypatch.undo()
+    capsys.readouterr()
+    _write_table(tmp_path / "t.csv", seed=1)  # other rows
+    assert main(["train", "--resume", run]) == 2
+    assert "changed since the run trained on it" in _error(capsys, "train")
+
+
 # ---- item 5: training again into a finished run folder removes the old model's exports
 
 
