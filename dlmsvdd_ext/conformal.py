@@ -19,6 +19,8 @@ Both estimators (``dlmsvdd_ext.LpSVDD``, ``dlmsvdd.DLMSVDD``) keep a
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.stats
 import torch
@@ -136,7 +138,27 @@ class Calibration:
         p = self.p_values(f)
         if fpr is not None or p.size == 0:
             return p <= level
-        return scipy.stats.false_discovery_control(p, method="bh") <= level
+        flagged = scipy.stats.false_discovery_control(p, method="bh") <= level
+        if not flagged.any():
+            self._warn_out_of_reach(p, level)
+        return flagged
+
+    def _warn_out_of_reach(self, p: np.ndarray, level: float) -> None:
+        """BH flagged nothing although some samples score above every calibration normal:
+        their p-value 1/(n + 1) passes at this level over m samples only when at least
+        m / (level (n + 1)) samples share it. Said, since silence reads as "no anomalies"
+        when it may mean "too few calibration normals to tell"."""
+        top = int(np.count_nonzero(p <= self.min_level))
+        if top == 0:
+            return
+        m = p.size
+        rows = int(np.ceil(m * self.min_level / level - 1e-9))
+        normals = int(np.ceil(m / (top * level) - 1e-9)) - 1
+        warnings.warn(f"fdr={level:g} flagged none of {m} samples, although {top} score above all {self.n} "
+                      f"calibration normals: their p-value, 1/(n_cal + 1) = {self.min_level:.3g}, passes "
+                      f"Benjamini-Hochberg at {level:g} over {m} samples only when at least {rows} samples share it. "
+                      f"With {normals} or more calibration normals {top} such samples could be flagged: calibrate "
+                      "with more normals (or score fewer samples at a time)", UserWarning, stacklevel=4)
 
     def proba(self, f) -> np.ndarray:
         """PyOD's ``predict_proba`` columns (normal, anomaly): (p, 1 - p).
@@ -216,16 +238,22 @@ class ConformalProba:
         the sample: a calibrated rank among normal data, not the posterior
         probability of an anomaly. Exists once the model is calibrated (else
         ``dlmsvdd_ext.conformal.NotCalibrated``): ``predict_proba(X)`` returns
-        an (n, 2) array.
+        an (n, 2) array. PyOD's ``method`` keyword is taken: "conformal" (the
+        default) is the one method; PyOD's "linear" and "unify", rescalings of
+        the training scores, are refused with a ValueError that says so.
         """
         self._calibration()
         return self._predict_proba
 
-    def _predict_proba(self, X) -> np.ndarray:
+    def _predict_proba(self, X, method: str = "conformal") -> np.ndarray:
         """PyOD's convention, columns (normal, anomaly): (p, 1 - p) with p the
         conformal p-value. The anomaly column is the share of calibration
         normals scoring below the sample: a calibrated rank among normal data,
         not the posterior probability of an anomaly."""
+        if method != "conformal":
+            raise ValueError(f"predict_proba(method={method!r}): PyOD's 'linear' and 'unify' rescale the training "
+                             "scores; this model's probabilities are conformal (column 1 is 1 - the p-value against "
+                             "its calibration normals), its one method: predict_proba(X) or method='conformal'")
         return self._calibration().proba(self.dissimilarity(X))
 
 

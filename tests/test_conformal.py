@@ -333,9 +333,9 @@ def test_cli_score_p_values_and_levels(deep, digits, tmp_path, capsys):
     def score(*flags):
         assert main(["score", str(tmp_path / "model.pt"), "--npy", str(tmp_path / "x.npy"), *flags]) == 0
         rows = capsys.readouterr().out.splitlines()
-        assert rows[0] == "index,target,dissimilarity,p_value,prediction"
+        assert rows[0] == "index,dissimilarity,p_value,prediction"  # raw rows: no target column
         cells = [row.split(",") for row in rows[1:]]
-        return np.array([c[3] for c in cells], dtype=float), np.array([c[4] for c in cells], dtype=int)
+        return np.array([c[2] for c in cells], dtype=float), np.array([c[3] for c in cells], dtype=int)
 
     p, default = score()
     np.testing.assert_allclose(p, deep.p_values(X), rtol=1e-8)
@@ -352,7 +352,7 @@ def test_cli_score_p_values_and_levels(deep, digits, tmp_path, capsys):
     del state["boundary"]["calibration"]
     torch.save(state, tmp_path / "old.pt")
     assert main(["score", str(tmp_path / "old.pt"), "--npy", str(tmp_path / "x.npy")]) == 0
-    assert all(row.split(",")[3] == "" for row in capsys.readouterr().out.splitlines()[1:])
+    assert all(row.split(",")[2] == "" for row in capsys.readouterr().out.splitlines()[1:])
     assert main(["score", str(tmp_path / "old.pt"), "--npy", str(tmp_path / "x.npy"), "--fdr", "0.1"]) == 2
     assert "error: DLMSVDD has no calibration normals" in capsys.readouterr().err
 

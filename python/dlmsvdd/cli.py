@@ -169,13 +169,35 @@ def _config(args, base=None):
     from .training.config import TrainConfig
 
     cfg = TrainConfig.from_yaml(args.config) if getattr(args, "config", None) else (base or TrainConfig())
-    return TrainConfig.from_dict({**cfg.to_dict(), **_given(args)})
+    cfg = TrainConfig.from_dict({**cfg.to_dict(), **_given(args)})
+    _refuse_ignored(cfg.data, _given(args))
+    return cfg
+
+
+# flags only one kind of data reads; given with the other, they would be ignored without a word
+IMAGE_FLAGS = ("root", "split_dir", "normal_class", "ratio", "rho", "fine_labels", "image_size")
+TABLE_FLAGS = ("path", "label_column", "labelled_fraction")
+
+
+def _refuse_ignored(data: str, given: dict) -> None:
+    table = data == "table"
+    ignored = [f"--{name.replace('_', '-')}" for name in (IMAGE_FLAGS if table else TABLE_FLAGS) if name in given]
+    if not ignored:
+        return
+    flags, verb = ", ".join(ignored), "applies" if len(ignored) == 1 else "apply"
+    if table:
+        raise ValueError(f"{flags} {verb} to image data, not to --data table (a table's labelled anomalies: "
+                         "--labelled-fraction); drop it")
+    raise ValueError(f"{flags} {verb} to --data table, not to --data {data}: drop it, or add --data table")
 
 
 def _print_result(result: dict, folder: Path) -> None:
     test = result["test"]
-    print(f"test AUROC {test['auroc']:.4f}  balanced accuracy {test['balanced_accuracy']:.4f}  "
-          f"(best epoch {result['best_epoch']}, {result['seconds']:.1f} s)  ->  {folder}")
+    if test["auroc"] is None:  # a test split of one class (a table of normal rows only): no AUROC to give
+        scores = "test AUROC n/a (the test split has one class)"
+    else:
+        scores = f"test AUROC {test['auroc']:.4f}  balanced accuracy {test['balanced_accuracy']:.4f}"
+    print(f"{scores}  (best epoch {result['best_epoch']}, {result['seconds']:.1f} s)  ->  {folder}")
 
 
 def _resume_config(args):
@@ -281,14 +303,26 @@ def _evaluate(args) -> int:
 
 
 def _load_npy(path: str):
+    """The array of a .npy file, or of an .npz file: its only array, or the one named X."""
     import numpy as np
 
     try:
-        return np.load(path, allow_pickle=False)
+        loaded = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise ValueError(f"--npy {path!r} does not exist") from None
     except (OSError, ValueError) as err:
         raise ValueError(f"--npy {path!r} is not a numpy .npy array file ({err})") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return loaded
+    with loaded:
+        names = loaded.files
+        if len(names) != 1 and "X" not in names:
+            raise ValueError(f"--npy {path!r} is an .npz file of {len(names)} arrays ({', '.join(names[:10])}); "
+                             "it is read when it holds one array, or one named X")
+        try:
+            return loaded[names[0] if len(names) == 1 else "X"]
+        except (OSError, ValueError) as err:
+            raise ValueError(f"--npy {path!r}: its array cannot be read ({err})") from None
 
 
 def _score(args) -> int:
@@ -317,7 +351,7 @@ def _score(args) -> int:
     elif images is not None:  # raw inputs; the model preprocesses them and checks their shape
         if not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
-        f, targets = model.dissimilarity(images), np.zeros(len(images), dtype=int)
+        f, targets = model.dissimilarity(images), None  # raw rows carry no labels: no target column
     else:
         cfg = model.config
         if args.root:
@@ -331,7 +365,10 @@ def _score(args) -> int:
     if files is not None:
         writer.writerow(["file", "dissimilarity", "p_value", "prediction"])
         writer.writerows((str(p), f"{s:.9g}", pv, c) for p, s, pv, c in zip(files, f, p_values, predictions))
-    else:
+    elif targets is None:
+        writer.writerow(["index", "dissimilarity", "p_value", "prediction"])
+        writer.writerows((i, f"{s:.9g}", pv, c) for i, (s, pv, c) in enumerate(zip(f, p_values, predictions)))
+    else:  # a split of the task: its targets in the convention of the predictions, +1 normal, -1 anomaly
         writer.writerow(["index", "target", "dissimilarity", "p_value", "prediction"])
         writer.writerows((i, t, f"{s:.9g}", pv, c) for i, (t, s, pv, c) in enumerate(zip(targets, f, p_values,
                                                                                            predictions)))
@@ -450,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="problem size, repeatable (default: 4000x512, 6000x2048, 20000x64)")
     b.add_argument("--rounds", type=int, default=3, help="interleaved rounds per size")
     b.add_argument("--json", metavar="FILE", help="also write the timings as JSON")
+    _add_verbose(b)
     b.set_defaults(func=_bench)
 
     d = sub.add_parser("demo", help="train on scikit-learn's digits with a small CNN (about a minute on a CPU)")
@@ -485,12 +523,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list the preset sweeps, or show one resolved (a dry run)")
     p.add_argument("preset", nargs="?", help="a preset name or preset YAML file to show")
     _add_preset_flags(p)
+    _add_verbose(p)
     p.set_defaults(func=_presets)
 
     r = sub.add_parser("report", help="tables (CSV, Markdown) and plots of a finished sweep folder")
     r.add_argument("folder", help="the sweep folder (one sub-folder per task, each with result.json)")
     r.add_argument("--output", help="write here (default: the sweep folder)")
     r.add_argument("--method", help="config fields that name a method, comma-separated (default: those that vary)")
+    _add_verbose(r)
     r.set_defaults(func=_report)
 
     for name, text in (("evaluate", "metrics of a trained model on a split of its task"),
@@ -501,14 +541,14 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("--root", help="data root, if it moved since training")
         e.add_argument("--device", help="auto, cpu, cuda or cuda:N (default: where the model was trained, or the "
                                         "CPU on a machine without that device)")
-        e.add_argument("--verbose", type=int, choices=VERBOSE, default=1, help="2: tracebacks of errors")
+        _add_verbose(e)
         if name == "evaluate":
             e.add_argument("--json", metavar="FILE", help="also write the metrics as JSON")
             e.set_defaults(func=_evaluate)
         else:
             given = e.add_mutually_exclusive_group()
             given.add_argument("--npy", metavar="FILE",
-                               help="score raw inputs from a .npy file, through the preprocessing the model was "
+                               help="score raw inputs from a .npy file (or an .npz file: its only array, or X), through the preprocessing the model was "
                                     "trained with: images (N, C, H, W) or grey (N, H, W), uint8 or float in "
                                     "[0, 1]; a table's model: feature vectors (N, D)")
             given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
@@ -531,6 +571,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--output", metavar="FILE", help="default: model.onnx or model.torchscript.pt beside the checkpoint")
     x.add_argument("--input-dtype", choices=tuple(INPUT_DTYPES), default="float32",
                    help="ONNX: the images' type, float32 in [0, 1] or uint8 (TorchScript takes both)")
+    _add_verbose(x)
     x.set_defaults(func=_export)
     return parser
 
@@ -543,6 +584,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
+
+
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    """--verbose for a command without progress bars: every command takes 0 to 2 (2: tracebacks of errors)."""
+    parser.add_argument("--verbose", type=int, choices=VERBOSE, default=1, help="2: tracebacks of errors")
 
 
 def _with_formatter(add_parser):

@@ -150,7 +150,11 @@ def record_from_dict(values: dict):
     "vectors", ``dlmsvdd.data.vectors``) or an image one (no kind)."""
     from .vectors import KIND, VectorPreprocessing
 
-    return VectorPreprocessing.from_dict(values) if values.get("kind") == KIND else Preprocessing.from_dict(values)
+    kind = values.get("kind")
+    if kind not in (None, KIND):
+        raise ValueError(f"unknown preprocessing kind {kind!r}: this dlmsvdd knows {KIND!r} (feature vectors) and "
+                         "records without a kind (images)")
+    return VectorPreprocessing.from_dict(values) if kind == KIND else Preprocessing.from_dict(values)
 
 
 class ImageFiles(Dataset):

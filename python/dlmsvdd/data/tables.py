@@ -16,6 +16,7 @@ rows' statistics (``VectorPreprocessing``).
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 from pathlib import Path
 
@@ -114,11 +115,37 @@ def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int)
     return np.sort(np.random.default_rng(seed).choice(anomalies, count, replace=False))
 
 
+def fingerprint(path) -> str:
+    """The SHA-256 of a file's bytes, in hex: what a run records of the table it trained on."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_unchanged(path, sha256: str) -> None:
+    """The table a run trained on is still there, byte for byte: re-split, a changed file
+    would give the run other test rows, some of them rows it trained on."""
+    if not Path(path).is_file():
+        raise ValueError(f"the table this run trained on, {str(path)!r}, is not there any more: put the file back "
+                         "at that path, or train a new run on the table where it is now")
+    now = fingerprint(path)
+    if now != sha256:
+        raise ValueError(f"{path} changed since the run trained on it (SHA-256 {str(sha256)[:12]}... then, "
+                         f"{now[:12]}... now): its train/test split would not be the run's, and rows it trained on "
+                         "could be scored as test rows; restore the file the run trained on, or train a new run on "
+                         "the file as it is now")
+
+
 def make_table_task(path, label_column: str = "label", labelled_fraction: float | None = None, seed: int = 0,
-                    val_fraction: float = 0.2):
-    """The semi-supervised task on a table (the module's docstring)."""
+                    val_fraction: float = 0.2, sha256: str | None = None):
+    """The semi-supervised task on a table (the module's docstring); ``sha256``: the file's
+    fingerprint as a run recorded it (``fingerprint``), checked first (None: not checked)."""
     from .tasks import Task
 
+    if sha256 is not None:
+        check_unchanged(path, sha256)
     X, y = read_table(path, label_column)
     if (y == 0).sum() < 2:
         raise ValueError(f"{path}: the table has {(y == 0).sum()} normal row(s); at least 2 are needed")

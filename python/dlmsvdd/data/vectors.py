@@ -43,15 +43,24 @@ class VectorPreprocessing:
 
     @classmethod
     def fit(cls, rows) -> "VectorPreprocessing":
-        """Standardisation fitted on training rows (N, D), in float64. A constant
-        column (standard deviation below 1e-12 of its magnitude) keeps scale 1: it
-        carries no information, and dividing by ~0 would turn rounding into signal."""
+        """Standardisation fitted on training rows (N, D), in float64.
+
+        A constant column keeps scale 1: it carries no information, and dividing
+        by ~0 would turn rounding into signal. Constant is relative to the
+        column's own magnitude (a spread of at most 1e-12 of its largest
+        absolute value, zero included), so that a column measured in small units
+        (1e-13 farads) keeps its signal. Rows that are all identical are
+        refused: there is nothing to learn a boundary from."""
         x = torch.as_tensor(rows).detach().cpu().double().numpy()
         if x.ndim != 2 or x.shape[0] == 0:
             raise ValueError(f"a vector record is fitted on rows (N, D), got shape {x.shape}")
         center = x.mean(axis=0)
         std = x.std(axis=0)
-        scale = np.where(std > 1e-12 * np.maximum(1.0, np.abs(center)), std, 1.0)
+        constant = std <= 1e-12 * np.abs(x).max(axis=0)
+        if x.shape[0] > 1 and constant.all():
+            raise ValueError(f"the {x.shape[0]} training rows are all identical (every column constant, up to "
+                             "rounding): there is nothing to learn a boundary from; give rows that differ")
+        scale = np.where(constant, 1.0, std)
         return cls(x.shape[1], tuple(float(c) for c in center), tuple(float(s) for s in scale))
 
     any_size = False  # one length, as Preprocessing.any_size says of image sizes

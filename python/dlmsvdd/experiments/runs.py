@@ -4,6 +4,7 @@ the training state in ``checkpoint.pt`` after every epoch until the run ends."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -12,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import sources
+from ..data import sources, tables
 from ..data.tables import make_table_task
 from ..data.tasks import Task, make_task
-from ..training import atomic, checkpoints, metrics
+from ..training import atomic, checkpoints, export, metrics
 from ..training.config import TrainConfig
 from ..training.trainer import DLMSVDD, versions
 from . import run_outputs
@@ -27,13 +28,25 @@ def build_task(cfg: TrainConfig) -> Task:
     """The task the config describes (one-vs-rest on images, or the semi-supervised
     protocol on a table); every check on the data runs here."""
     if cfg.data == "table":
-        return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction)
+        return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction,
+                               cfg.path_sha256)
     source = sources.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
     channels = source.channels if cfg.resolved_backbone() in ("small_cnn", "custom") else 3
     image_size = cfg.image_size or (224 if cfg.imagenet_input else None)
     return make_task(source, cfg.normal_class, ratio=cfg.ratio, rho=cfg.rho, seed=cfg.seed,
                      val_fraction=cfg.val_fraction, channels=channels, image_size=image_size,
                      imagenet_stats=cfg.imagenet_input)
+
+
+def pin_table(cfg: TrainConfig) -> TrainConfig:
+    """A table run's configuration as the run keeps it: the file's absolute path and its
+    SHA-256 (``tables.fingerprint``), so that ``evaluate`` and ``score`` find the file from any
+    working directory and refuse it once it changed. Other data, or no file: ``cfg`` itself."""
+    if cfg.data != "table" or cfg.path is None or not Path(cfg.path).is_file():
+        return cfg
+    path = Path(cfg.path).resolve()
+    # a copy: a sweep compares the configuration it asked for with its records
+    return dataclasses.replace(cfg, path=str(path), path_sha256=cfg.path_sha256 or tables.fingerprint(path))
 
 
 def default_output(cfg: TrainConfig) -> Path:
@@ -54,7 +67,8 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     earlier run left in the folder, its checkpoint first. ``resume``: continue the
     unfinished run in ``cfg.output`` from its ``checkpoint.pt`` (``cfg`` must be
     that run's configuration, up to verbose and device); the checkpoint is
-    removed once ``model.pt`` is written.
+    removed once ``model.pt`` is written. A table run keeps its file's absolute
+    path and SHA-256 (``pin_table``).
 
     Parameters
     ----------
@@ -74,7 +88,7 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
     folder : pathlib.Path or None
         The run folder (None on ranks other than 0).
     """
-    cfg.validate()
+    cfg = cfg.validate() if resume else pin_table(cfg.validate())  # a resumed run's configuration is its own
     folder = Path(cfg.output) if cfg.output else default_output(cfg)
     checkpoint = folder / CHECKPOINT
     if folder.exists() and not folder.is_dir():
@@ -165,7 +179,8 @@ def unfinished(folder) -> dict | None:
 
 
 def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title: str) -> None:
-    """Metrics, history, plots, test scores and the checkpoint."""
+    """Metrics, history, plots, test scores and the checkpoint; the exports an earlier
+    run left here under their default names (``dlmsvdd export RUN``) are removed."""
     run_outputs.write_json(folder / "metrics.json", result)
     run_outputs.write_json(folder / "history.json", model.history_)
     run_outputs.write_history_csv(model.history_, folder / "history.csv")
@@ -173,6 +188,8 @@ def write_run(folder: Path, model: DLMSVDD, result: dict, t_test, f_test, title:
     run_outputs.plot_roc(t_test, f_test, folder / "roc.png", title)
     np.savetxt(folder / "test_scores.csv", np.c_[t_test, f_test], delimiter=",", header="target,dissimilarity",
                comments="")
+    for suffix in export.SUFFIXES.values():  # an earlier model's exports would score unlike the new model.pt
+        atomic.remove(folder / f"model{suffix}")
     model.save(folder / "model.pt")
     log.info("test %s", result["test"])
 

@@ -15,6 +15,11 @@ def open_atomic(path, mode: str = "w"):
     (removed when it raises). A full disk or a kill mid-write leaves the
     previous file (or none), never a truncated one."""
     path = Path(path)
+    # said of the path asked for: the rename would name the hidden temporary file instead
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {str(path)!r}: it is a folder; give a file name (inside it, say)")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {str(path)!r}: the folder {str(path.parent)!r} does not exist")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666: the umask applies, as for open()
     try:

@@ -112,6 +112,52 @@ def check_model(state: dict, path) -> None:
             raise ValueError(f"{path}: {name} holds NaN or infinite values; {DAMAGED}")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{path}: {name} is {value!r}, not a finite number; {DAMAGED}")
+    check_boundary(state["boundary"], path)
+
+
+def check_boundary(boundary: dict, path) -> None:
+    """The boundary's arrays fit each other as a fit leaves them: one alpha >= 0 and one
+    label (+1 / -1) per training sample, the support where alpha > 0, one dual
+    coefficient (and, for the exact kernel, one support vector) per support index, the
+    calibration scores one flat list. An edit that breaks this would load and score,
+    silently, with a boundary no fit could give."""
+    def refuse(what: str):
+        raise ValueError(f"{path}: its boundary {what}; {DAMAGED}")
+
+    arrays = {k: boundary.get(k) for k in ("alpha", "labels", "support", "dual_coef")}
+    for name, value in arrays.items():
+        if not isinstance(value, torch.Tensor) or value.dim() != 1:
+            refuse(f"'{name}' is not a flat tensor ({_shape(value)})")
+    alpha, labels, support = arrays["alpha"], arrays["labels"], arrays["support"]
+    if alpha.shape != labels.shape:
+        refuse(f"has {len(alpha)} alpha values for {len(labels)} labels")
+    if (alpha < 0).any() or not ((labels == 1) | (labels == -1)).all():
+        refuse("holds a negative alpha or a label other than +1 and -1")
+    if not torch.equal(support.long(), torch.nonzero(alpha > 0).flatten()):
+        refuse("'support' is not where alpha > 0")
+    rows = {"dual_coef": arrays["dual_coef"], "support_vectors": boundary.get("support_vectors")}
+    for name, value in rows.items():
+        if value is not None and (not isinstance(value, torch.Tensor) or len(value) != len(support)):
+            refuse(f"has {_shape(value)} for '{name}', one per support index ({len(support)})")
+    calibration = boundary.get("calibration")  # not a dict: refused as an incomplete state by the loader
+    scores = calibration.get("scores") if isinstance(calibration, dict) else None
+    if isinstance(calibration, dict) and (not isinstance(scores, torch.Tensor) or scores.dim() != 1):
+        refuse(f"calibration scores are not a flat tensor ({_shape(scores)})")
+
+
+def flat_scores(value, name: str, path) -> np.ndarray:
+    """A model file's list of scores (1-d, finite, float64), or a refusal naming the file."""
+    if not isinstance(value, torch.Tensor) or value.dim() != 1 or not value.is_floating_point() \
+            or not torch.isfinite(value).all():
+        raise ValueError(f"{path}: its {name} are not a flat tensor of finite numbers ({_shape(value)}); {DAMAGED}")
+    return value.numpy().astype(np.float64)
+
+
+def _shape(value) -> str:
+    """A value's shape in words, for a refusal."""
+    if isinstance(value, torch.Tensor):
+        return f"shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
 
 
 def _numbers(value, name: str):

@@ -121,6 +121,11 @@ class TrainConfig:
         column; labels 0 normal, 1 anomaly.
     label_column : str
         Data "table" (.csv): the label column's name.
+    path_sha256 : str or None
+        Data "table": the SHA-256 of the file's bytes. A run records it (with
+        ``path`` made absolute) when it trains; whatever re-reads the table for
+        it (``evaluate``, ``score``, ``--resume``) refuses a file that no
+        longer matches. None: not checked.
     labelled_fraction : float or None
         Data "table": the fraction of the training anomalies given as labelled
         (ADBench's la; the others stay unlabelled among the normal rows).
@@ -250,6 +255,7 @@ class TrainConfig:
     # given as labelled (ADBench's la; the others stay among the unlabelled rows). None: all of them
     path: str | None = None
     label_column: str = "label"
+    path_sha256: str | None = None  # the table file's fingerprint, recorded by a run (dlmsvdd.data.tables)
     labelled_fraction: float | None = None
     val_fraction: float = 0.2
     # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"

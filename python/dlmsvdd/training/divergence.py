@@ -50,6 +50,6 @@ def feature_problem(feats: torch.Tensor, gamma: float | None, group=None) -> str
         dist.all_reduce(spread, op=dist.ReduceOp.MAX)
     scale = 1.0 if gamma is None else gamma
     if scale * float(spread) <= COLLAPSE:
-        return (f"the training features collapsed: all lie within {float(spread) ** 0.5:.3g} of their mean "
-                f"(gamma {scale:.3g}), so every sample gets the same score")
+        return (f"the training features collapsed (all lie within {float(spread) ** 0.5:.3g} of their mean, "
+                f"gamma {scale:.3g}), so every sample gets the same score")
     return None

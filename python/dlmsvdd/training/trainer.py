@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import logging
 import platform
 import time
@@ -91,6 +92,29 @@ def array_inputs(X, name: str = "X") -> torch.Tensor:
         raise ValueError(f"{name} must hold feature vectors (N, D), images (N, C, H, W) or grey images (N, H, W), "
                          f"got {dims} dimension(s)")
     return array_vectors(X, name) if dims == 2 else array_images(X, name)
+
+
+# training needs 2 samples: BatchNorm's batch statistics, the kernel's median bandwidth
+MIN_TRAIN = 2
+
+
+def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
+    """An array of n rows leaves n_train to train once validation is held out: at least MIN_TRAIN."""
+    if n_train >= MIN_TRAIN:
+        return
+    needed = next(m for m in itertools.count(MIN_TRAIN) if m - int(np.ceil(val_fraction * m)) >= MIN_TRAIN)
+    raise ValueError(f"X has {n} rows, and {n_train} of them train once the validation share (val_fraction="
+                     f"{val_fraction:g}) is held out; training needs at least {MIN_TRAIN}: give {needed} normal rows "
+                     "or more")
+
+
+def _overflow(X, inputs: torch.Tensor) -> str:
+    """Why finite raw rows became infinite network inputs: float32 overflow once standardised."""
+    row = int((~torch.isfinite(inputs)).any(dim=1).nonzero()[0])
+    largest = float(array_vectors(X)[row].abs().max())
+    return (f"X's row {row} is finite but overflows float32 once standardised (|values| up to {largest:.3g}; the "
+            "network computes in float32): it lies far beyond anything the model trained on; rescale it, or "
+            "treat it as an anomaly")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -436,6 +460,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if is_array(X):
             images = array_inputs(X)
             train, val = self._array_split(images, y)
+            _enough_rows(len(images), len(train), self.config.val_fraction)
         elif is_array(y):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
@@ -473,8 +498,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
-        if len(train) == 0:
-            raise ValueError("the training set is empty")
+        if len(train) < MIN_TRAIN:
+            raise ValueError(f"the training set has {len(train)} sample(s); training needs at least {MIN_TRAIN}")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         self.self_labelled_, self.self_labels_ = 0, None
@@ -570,8 +595,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
         """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
         if best[2] is None:
-            raise divergence.TrainingDiverged(
-                f"the initial network's {problem}; check the data and the backbone's weights")
+            raise divergence.TrainingDiverged(  # before any training step: nothing to roll back to
+                f"the initial network's features are unusable: {problem}; check the data (are the training "
+                "inputs all alike?) and the backbone's weights")
         hint = f"lower the learning rate (lr {self.training_params_['lr']:g})"
         if self.config.on_divergence == "error":
             raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
@@ -685,6 +711,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return images
         inputs = self.preprocess(X)
         if not torch.isfinite(inputs).all():
+            if isinstance(self.preprocessing_, VectorPreprocessing):  # raw rows are finite here (array_vectors)
+                raise ValueError(_overflow(X, inputs))
             raise ValueError("X holds NaN or infinite values")
         return inputs
 
@@ -1041,7 +1069,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
             "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
-            "warnings": self.warnings_, "versions": versions()}, checkpoints.MODEL)
+            "warnings": self.warnings_, "versions": versions(),
+            "decision_scores": self._decision_scores()}, checkpoints.MODEL)
+
+    def _decision_scores(self) -> torch.Tensor | None:
+        """PyOD's ``decision_scores_`` for the file (None for a model loaded from a file without them)."""
+        scores = getattr(self, "decision_scores_", None)
+        return None if scores is None else torch.as_tensor(np.asarray(scores), dtype=torch.float64)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
@@ -1100,7 +1134,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.in_channels_ = state["in_channels"]
         model.input_shape_ = input_shape
         stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
-        model.preprocessing_ = None if stored is None else record_from_dict(stored)
+        try:
+            model.preprocessing_ = None if stored is None else record_from_dict(stored)
+        except (ValueError, TypeError, KeyError, AttributeError) as err:  # a record no version writes
+            raise ValueError(f"{path}: its preprocessing record is not one this dlmsvdd reads ({type(err).__name__}: "
+                             f"{err}); {checkpoints.DAMAGED}") from None
         model.network_ = model._build_network(model.in_channels_, resolved, vectors)
         try:
             model.network_.load_state_dict(state["network"])
@@ -1117,6 +1155,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.warnings_ = state.get("warnings", [])
         model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
+        scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
+        if scores is not None:
+            model.decision_scores_ = checkpoints.flat_scores(scores, "decision_scores", path)
+            model.labels_ = (metrics.predict(model.decision_scores_, model.threshold_) < 0).astype(int)
         model._check_parts_fit(path)
         return model
 
