@@ -77,6 +77,10 @@ TRAIN_FLAGS = {
     "--label-column": "table data (.csv): the label column's name",
     "--labelled-fraction": "table data: the fraction of the training anomalies given as labelled (ADBench's "
                            "la; the others stay unlabelled among the normal rows); default: all",
+    "--categorical": "table data: columns to one-hot encode although they hold numbers, comma-separated "
+                     "(text columns are categorical anyway)",
+    "--missing": "table data: impute (numeric: the training median; categorical: a category of its own; "
+                 "with indicator columns) instead of refusing missing cells",
     "--split-dir": "folder of ImageNet_LT_{train,test}.txt (default: root)",
     "--normal-class": "the normal class (index)",
     "--ratio": "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)",
