@@ -53,7 +53,7 @@ MISSING = (None, "impute")
 def is_table(data, name: str = "X") -> bool:
     """Whether ``data`` is a table this module reads rather than a dataset.
 
-    pandas DataFrames and Series, and lists or tuples of rows (a list whose
+    A ``Table``, pandas DataFrames and Series, and lists or tuples of rows (a list whose
     first item is an ``(input, target)`` pair with a tensor input is a dataset).
 
     Parameters
@@ -74,7 +74,7 @@ def is_table(data, name: str = "X") -> bool:
         ``data`` is a scipy sparse matrix, with what to do.
     """
     refuse_sparse(data, name)
-    if _is_pandas(data):
+    if isinstance(data, Table) or _is_pandas(data):
         return True
     if isinstance(data, (list, tuple)):
         first = data[0] if len(data) else None
@@ -294,7 +294,18 @@ class TableEncoding:
         return sum(1 if c is None else len(c) for c in self.categories) + len(self.indicators)
 
     def label(self, j: int) -> str:
-        """Input column ``j``'s name in messages (its position without names)."""
+        """Input column ``j``'s name in messages.
+
+        Parameters
+        ----------
+        j : int
+            The column's position.
+
+        Returns
+        -------
+        str
+            Its name, or its position for a table without names.
+        """
         return str(j) if self.columns is None else self.columns[j]
 
     def feature_names(self) -> list[str]:
@@ -312,7 +323,13 @@ class TableEncoding:
         return names + [f"missing({self.label(j)})" for j in self.indicators]
 
     def expects(self) -> str:
-        """What the codes an export takes look like, in words (its metadata)."""
+        """What the codes an export takes look like, in words (its metadata).
+
+        Returns
+        -------
+        str
+            The width, each column as a number or a category code, and what NaN means.
+        """
         parts = []
         for j, found in enumerate(self.categories):
             if found is None:
@@ -345,7 +362,9 @@ class TableEncoding:
             numeric column, an infinite cell, or a missing cell when ``missing``
             is None, each named by its row and column.
         """
-        table = self._aligned(X if isinstance(X, Table) else Table.of(X, name), name)
+        table = X if isinstance(X, Table) else Table.of(X, name)
+        name = table.source or name  # a file's name rather than "X"
+        table = self._aligned(table, name)
         out = np.empty((table.n_rows, self.width))
         for j, found in enumerate(self.categories):
             if found is None:
@@ -375,23 +394,62 @@ class TableEncoding:
         return self.encode(self.codes(X, name))
 
     def encode(self, codes) -> np.ndarray:
-        """Codes (``codes``'s output) as the encoded float64 columns, by ``TableEncode``."""
+        """Codes as the encoded float64 columns, by ``TableEncode``.
+
+        Parameters
+        ----------
+        codes : array-like
+            (N, width), as ``codes`` gives them.
+
+        Returns
+        -------
+        numpy.ndarray
+            (N, n_features).
+        """
         with torch.no_grad():
             return self.module()(torch.as_tensor(np.asarray(codes, dtype=np.float64))).numpy()
 
     def module(self) -> "TableEncode":
-        """The rule after ``codes`` in plain torch operations, for scoring and export."""
+        """The rule after ``codes`` in plain torch operations, for scoring and export.
+
+        Returns
+        -------
+        TableEncode
+            The module: codes (N, width) in, encoded columns (N, n_features) out.
+        """
         return TableEncode(self)
 
     def to_dict(self) -> dict:
-        """The rule as plain lists and numbers (a model file stores it)."""
+        """The rule as plain lists and numbers (a model file stores it).
+
+        Returns
+        -------
+        dict
+            The fields, tuples as lists.
+        """
         return {"columns": None if self.columns is None else list(self.columns), "width": self.width,
                 "categories": [None if c is None else list(c) for c in self.categories], "missing": self.missing,
                 "fill": list(self.fill), "indicators": list(self.indicators)}
 
     @classmethod
     def from_dict(cls, values: dict) -> "TableEncoding":
-        """The rule ``to_dict`` wrote; ValueError when it does not hold together."""
+        """The rule ``to_dict`` wrote.
+
+        Parameters
+        ----------
+        values : dict
+            ``to_dict``'s output, read from a file.
+
+        Returns
+        -------
+        TableEncoding
+            The rule.
+
+        Raises
+        ------
+        ValueError
+            A field missing or garbled, or fields that do not hold together.
+        """
         try:
             return cls(None if values["columns"] is None else tuple(map(str, values["columns"])), int(values["width"]),
                        tuple(None if c is None else tuple(map(str, c)) for c in values["categories"]),
@@ -467,11 +525,11 @@ class Table:
     cells), with its names (None: none) and whether pandas marked a column categorical."""
 
     def __init__(self, names, columns: list[np.ndarray], categorical: list[bool] | None = None,
-                 row_word: str = "row", first_row: int = 0):
+                 row_word: str = "row", first_row: int = 0, source: str | None = None):
         self.names = None if names is None else tuple(names)
         self.columns = columns
         self.categorical = categorical or [False] * len(columns)
-        self.row_word, self.first_row = row_word, first_row
+        self.row_word, self.first_row, self.source = row_word, first_row, source
         if self.names is not None:
             seen = {n for n in self.names if self.names.count(n) > 1}
             if seen:
@@ -533,7 +591,7 @@ class Table:
         """The columns ``names``, in that order."""
         at = [self.names.index(n) for n in names]
         return Table(names, [self.columns[j] for j in at], [self.categorical[j] for j in at], self.row_word,
-                     self.first_row)
+                     self.first_row, self.source)
 
     def positions(self, wanted: list, name: str) -> set[int]:
         """The positions of columns named (or numbered, without names) in ``wanted``."""
@@ -551,7 +609,8 @@ class Table:
         return set(wanted)
 
     @classmethod
-    def from_cells(cls, names, rows: list[list], row_word: str = "data row", first_row: int = 1) -> "Table":
+    def from_cells(cls, names, rows: list[list], source: str | None = None, row_word: str = "data row",
+                   first_row: int = 1) -> "Table":
         """A table from text cells (a CSV's), empty cells missing.
 
         Parameters
@@ -560,6 +619,8 @@ class Table:
             The header.
         rows : list of list of str
             The data rows, each as long as the header.
+        source : str or None
+            Where the cells come from (a file), the table's name in messages.
         row_word : str
             How a row is named in messages.
         first_row : int
@@ -572,7 +633,7 @@ class Table:
         """
         cells = np.array([[cell.strip() or None for cell in row] for row in rows], dtype=object).reshape(
             len(rows), len(names))
-        return cls(names, [cells[:, j] for j in range(len(names))], None, row_word, first_row)
+        return cls(names, [cells[:, j] for j in range(len(names))], None, row_word, first_row, source)
 
     @classmethod
     def of(cls, X, name: str = "X") -> "Table | None":

@@ -62,7 +62,8 @@ def _labels(y: np.ndarray, n: int, name: str) -> np.ndarray:
     return y.astype(int)
 
 
-def _read_csv(path: Path, label_column: str) -> tuple[Table, np.ndarray]:
+def _read_csv(path: Path, label_column: str, labelled: bool = True) -> tuple[Table, np.ndarray | None]:
+    """The CSV's feature cells and its labels (None: not ``labelled`` and no label column)."""
     try:  # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would stick to the first name
         with path.open(newline="", encoding="utf-8-sig") as handle:
             rows = list(csv.reader(handle))
@@ -74,14 +75,17 @@ def _read_csv(path: Path, label_column: str) -> tuple[Table, np.ndarray]:
     repeated = sorted({h for h in header if header.count(h) > 1})
     if repeated:  # a second label column would train as a feature: the answer leaks in
         raise ValueError(f"{path}: two or more columns are named {repeated}; rename or drop the copies")
-    if label_column not in header:
+    if label_column not in header and labelled:
         raise ValueError(f"{path}: no label column {label_column!r} (columns: {header[:20]}); "
                          "name it with --label-column")
-    label = header.index(label_column)
-    labels = np.empty(len(rows) - 1)
     for i, row in enumerate(rows[1:]):
         if len(row) != len(header):
             raise ValueError(f"{path}: data row {i + 1} has {len(row)} cells, the header {len(header)}")
+    if label_column not in header:
+        return Table.from_cells(header, rows[1:], str(path)), None
+    label = header.index(label_column)
+    labels = np.empty(len(rows) - 1)
+    for i, row in enumerate(rows[1:]):
         text = row[label].strip()
         if text == "":
             raise ValueError(f"{path}: the label column {label_column!r} has empty cells (data row {i + 1})")
@@ -91,7 +95,7 @@ def _read_csv(path: Path, label_column: str) -> tuple[Table, np.ndarray]:
             raise ValueError(f"{path}: data row {i + 1}, column {label_column!r} holds {text!r}, "
                              "not a number") from None
     features = [h for j, h in enumerate(header) if j != label]
-    return Table.from_cells(features, [row[:label] + row[label + 1:] for row in rows[1:]]), labels
+    return Table.from_cells(features, [row[:label] + row[label + 1:] for row in rows[1:]], str(path)), labels
 
 
 def read_table(path, label_column: str = "label", missing=None) -> tuple[np.ndarray | Table, np.ndarray]:
@@ -122,6 +126,14 @@ def read_table(path, label_column: str = "label", missing=None) -> tuple[np.ndar
     else:
         raise ValueError(f"{path}: table files are .npz (arrays X, y) or .csv (with a label column)")
     return _check(np.asarray(X), np.asarray(y), str(path), missing)
+
+
+def read_rows(path, label_column: str = "label") -> Table:
+    """The feature cells of a .csv table to score (its label column, if it has one, left out)."""
+    path = Path(path)
+    if not path.is_file() or path.suffix.lower() != ".csv":
+        raise ValueError(f"--csv {str(path)!r} is not a .csv file")
+    return _read_csv(path, label_column, labelled=False)[0]
 
 
 def labelled_anomalies(anomalies: np.ndarray, fraction: float | None, seed: int) -> np.ndarray:

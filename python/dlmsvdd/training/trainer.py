@@ -130,7 +130,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view,
     and one with a ``preprocessing`` record (``dlmsvdd.data.preprocessing``)
     tells the model how raw images become its input (kept in checkpoints and
-    exports). ``fit(X, y=None)`` takes an array instead (numpy or torch) with y
+    exports). ``fit(X, y=None)`` takes an array instead (numpy or torch; for
+    vectors also a pandas DataFrame or a list of rows, with text, categorical
+    and missing cells as ``dlmsvdd_ext.tabular`` says) with y
     in {+1, -1} (None: all normal): images, (N, C, H, W) or grey (N, H, W)
     (uint8 is scaled to [0, 1], floats go to the network as they are), split
     into training and a stratified, seeded ``val_fraction`` for validation
@@ -412,7 +414,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         ----------
         X : torch.utils.data.Dataset or array-like
             The training dataset of (image, target), or an array of images
-            (N, C, H, W) or (N, H, W), or of feature vectors (N, D).
+            (N, C, H, W) or (N, H, W), or of feature vectors (N, D) (a
+            DataFrame or a list of rows too; ``categorical`` and ``missing``
+            set how its columns are encoded).
         y : torch.utils.data.Dataset, array-like or None
             With a dataset ``X``: the validation dataset (None: none). With an
             array ``X``: the targets, +1 normal and -1 anomaly (None: all normal).
