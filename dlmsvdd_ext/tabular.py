@@ -330,15 +330,12 @@ class TableEncoding:
         str
             The width, each column as a number or a category code, and what NaN means.
         """
-        parts = []
-        for j, found in enumerate(self.categories):
-            if found is None:
-                parts.append(f"{self.label(j)!r} a number")
-            else:
-                listed = ", ".join(f"{k} {c}" for k, c in enumerate(found[:20])) + (", ..." if len(found) > 20 else "")
-                parts.append(f"{self.label(j)!r} a category code ({listed}; another number: unseen)")
-        gap = "NaN: a missing cell (imputed)" if self.missing == "impute" else "NaN: unreadable (decision -1)"
-        return f"table rows (N, {self.width}), float32: {'; '.join(parts)}; {gap}"
+        order = "" if self.columns is None else f" (columns {_listed(self.columns, 8)})"
+        coded = [f"{self.label(j)!r} ({_listed([f'{k} {c}' for k, c in enumerate(found)], 10)})"
+                 for j, found in enumerate(self.categories) if found is not None]
+        codes = f", except category codes in {'; '.join(coded)} (another number: unseen)" if coded else ""
+        gap = "a missing cell (imputed)" if self.missing == "impute" else "unreadable (decision -1)"
+        return f"table rows (N, {self.width}){order}, float32: numbers{codes}; NaN: {gap}"
 
     def codes(self, X, name: str = "X") -> np.ndarray:
         """The table's cells as the float64 codes ``TableEncode`` takes.
@@ -694,6 +691,11 @@ def _text_cells(column: np.ndarray) -> np.ndarray:
         except (TypeError, ValueError):
             return True
     return np.array([text(v) for v in column], dtype=bool)
+
+
+def _listed(items, most: int) -> str:
+    """Up to ``most`` items, comma-separated, "..." for the rest."""
+    return ", ".join(map(str, items[:most])) + (", ..." if len(items) > most else "")
 
 
 def _key(value) -> str | None:

@@ -7,13 +7,15 @@ one label column (named by the run's ``label_column``). Labels: 0 normal, 1
 anomaly (ADBench's and PyOD's convention). A CSV's other columns go through
 ``dlmsvdd_ext.tabular``: text columns (and those named in ``categorical``) are
 one-hot encoded, missing cells refused or imputed (``missing``), the rule fitted
-on the training rows and kept in the model's preprocessing record. The task is ADBench's semi-supervised protocol (DESIGN.md, 6): a
-stratified, seeded 70/30 train/test split; a fraction ``labelled_fraction`` of
-the training anomalies labelled (``ceil``, at least one), the others left
-among the training rows as normal (the unlabelled set is not clean); the
-validation share held out of the normal training rows (``protocols.
-train_val_split(anomalies=False)``); the vectors standardised with the training
-rows' statistics (``VectorPreprocessing``).
+on the training rows and kept in the model's preprocessing record.
+
+The task is ADBench's semi-supervised protocol (DESIGN.md, 6): a stratified,
+seeded 70/30 train/test split; a fraction ``labelled_fraction`` of the training
+anomalies labelled (``ceil``, at least one), the others left among the
+training rows as normal (the unlabelled set is not clean); the validation share
+held out of the normal training rows (``protocols.train_val_split(anomalies=
+False)``); the vectors standardised with the training rows' statistics
+(``VectorPreprocessing``).
 """
 
 from __future__ import annotations
