@@ -46,6 +46,8 @@ from numbers import Real
 import numpy as np
 import torch
 import torch.nn as nn
+from sklearn.impute import SimpleImputer
+from sklearn.preprocessing import OneHotEncoder
 
 MISSING = (None, "impute")
 
@@ -178,9 +180,6 @@ def fit_encoding(X, categorical=None, missing=None, rows=None, name: str = "X") 
                                                     and _text_cells(table.columns[j]).any()) for j in range(table.width)]
     if table.names is None and not any(kinds) and missing is None:
         return None
-    from sklearn.impute import SimpleImputer
-    from sklearn.preprocessing import OneHotEncoder
-
     picked = np.arange(table.n_rows) if rows is None else np.asarray(rows)
     categories = []
     for j in range(table.width):
