@@ -63,6 +63,16 @@ def test_a_dataframe_a_list_and_a_series_score_as_the_array(numeric_model):
     np.testing.assert_array_equal(DLMSVDD(**EPOCHS).fit(X.tolist(), y.tolist()).dissimilarity(X), f)
     calibrated = DLMSVDD(**EPOCHS).fit(pd.DataFrame(X), y).calibrate(pd.DataFrame(X[y > 0][:50]))
     assert calibrated.n_calibration_ == 50
+    np.testing.assert_array_equal(DLMSVDD(**EPOCHS).fit_predict(pd.DataFrame(X), pd.Series(y)), model.predict(X))
+
+
+def test_lpsvdd_takes_the_same_tables():
+    X, y = _vectors()
+    model = LpSVDD().fit(pd.DataFrame(X), pd.Series(y)).calibrate(pd.DataFrame(X[y > 0][:50]))
+    reference = LpSVDD().fit(X, y).calibrate(X[y > 0][:50])
+    for method in ("dissimilarity", "score_samples", "decision_function", "predict", "p_values", "predict_proba"):
+        np.testing.assert_array_equal(getattr(model, method)(X.tolist()), getattr(reference, method)(X))
+    np.testing.assert_array_equal(LpSVDD().fit_predict(X.tolist()), LpSVDD().fit(X).predict(X))  # OutlierMixin's: no y
 
 
 def test_sparse_input_is_refused_with_what_to_do(numeric_model):
