@@ -133,7 +133,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     missing : None or "impute"
         Missing table cells: refused with their row and column (None), or
         imputed with indicator columns. The rule is ``encoding_`` (None for
-        numeric arrays without column names; tensors are taken as they are).
+        numeric arrays without column names; tensors are taken as they are);
+        ``n_features_in_`` counts the encoded columns.
 
     Notes
     -----

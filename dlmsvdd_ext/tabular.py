@@ -131,7 +131,7 @@ def numeric(X, name: str = "X"):
     table = Table.of(X, name)
     if table is None:  # not 2-D: the caller's shape check says so
         return np.asarray(X)
-    text = [j for j, column in enumerate(table.columns) if column.dtype == object and _text_cells(column).any()]
+    text = [j for j in range(table.width) if table.has_text(j, name)]
     if text:
         raise ValueError(f"{name}: column {table.label(text[0])!r} holds text, and this model was fitted on numbers "
                          "only; fit on a DataFrame with that column (categorical columns are one-hot encoded)")
@@ -176,8 +176,7 @@ def fit_encoding(X, categorical=None, missing=None, rows=None, name: str = "X") 
     if table is None:  # images, or a shape the caller refuses
         return None
     forced = table.positions(list(categorical or ()), name)
-    kinds = [j in forced or table.categorical[j] or (table.columns[j].dtype == object
-                                                    and _text_cells(table.columns[j]).any()) for j in range(table.width)]
+    kinds = [j in forced or table.categorical[j] or table.has_text(j, name) for j in range(table.width)]
     if table.names is None and not any(kinds) and missing is None:
         return None
     picked = np.arange(table.n_rows) if rows is None else np.asarray(rows)
@@ -550,6 +549,33 @@ class Table:
         """Row ``i`` in messages ("row 3", or a CSV's "data row 4")."""
         return f"{self.row_word} {int(i) + self.first_row}"
 
+    def has_text(self, j: int, name: str) -> bool:
+        """Whether column ``j`` holds a cell of text that is not a number (a CSV's "1.5" is one).
+
+        Parameters
+        ----------
+        j : int
+            The column's position.
+        name : str
+            The table's name in the message of a refusal.
+
+        Returns
+        -------
+        bool
+            True for a column of text: a categorical one.
+
+        Raises
+        ------
+        TypeError
+            A cell that is neither text, a number nor missing (a dict, a date), with its column.
+        """
+        if self.columns[j].dtype != object:
+            return False
+        try:
+            return bool(_text_cells(self.columns[j]).any())
+        except TypeError as err:  # scikit-learn's check_dtype_object expects a TypeError here
+            raise TypeError(f"{name}: column {self.label(j)!r}: {err}") from None
+
     def refuse_missing(self, name: str, gaps: np.ndarray | None = None) -> None:
         """Refuse the table's missing cells (``gaps``: their mask, if known), naming the first.
 
@@ -577,7 +603,7 @@ class Table:
 
     def __array__(self, dtype=None, copy=None):
         """The cells as float64 numbers (NaN: missing) when every column holds numbers, else as objects."""
-        if any(c.dtype == object and _text_cells(c).any() for c in self.columns):
+        if any(self.has_text(j, "the table") for j in range(self.width)):
             cells = np.stack(self.columns, axis=1).astype(object)
         else:
             cells = np.stack([_numbers(self, j, "the table") for j in range(self.width)], axis=1)
@@ -682,8 +708,8 @@ def _text_cells(column: np.ndarray) -> np.ndarray:
         if _missing_cell(value) or isinstance(value, (Real, np.number)):
             return False
         if not isinstance(value, (str, bytes)):
-            raise TypeError(f"a table cell holds a {type(value).__name__}; a cell's argument must be a string or a "
-                            "real number (or missing)")
+            raise TypeError(f"a cell holds a {type(value).__name__}; a cell's argument must be a string or a real "
+                            "number (or missing): convert it to a number, or to text for a category")
         try:
             float(value)
             return False

@@ -248,3 +248,9 @@ def test_tensors_and_plain_arrays_keep_no_encoding():
     assert fit_encoding(X) is None and fit_encoding(torch.from_numpy(X)) is None
     assert fit_encoding(X.reshape(200, 5, 1, 1)) is None  # images
     assert LpSVDD().fit(X, y).encoding_ is None
+
+
+def test_a_cell_neither_text_nor_number_is_refused_with_its_column():
+    frame = pd.DataFrame({"a": [1.0, 2.0], "when": pd.to_datetime(["2026-01-01", "2026-02-01"])})
+    with pytest.raises(TypeError, match=r"X: column 'when': a cell holds a Timestamp; .*convert it to a number"):
+        LpSVDD().fit(frame)
