@@ -51,6 +51,8 @@ CONSTRAINTS: dict[str, list] = {
     "random_state": [Interval(Integral, 0, None, closed="left"), None],
     "device": [str, torch.device, None],
     "warm_start": ["boolean"],
+    "categorical": [list, None],  # table columns one-hot encoded although numeric (dlmsvdd_ext.tabular)
+    "missing": [StrOptions({"impute"}), None],  # missing table cells: refused (None) or imputed
 }
 
 

@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import conformal, kernels, ops, params
+from . import conformal, kernels, ops, params, tabular
 from .dual import DualProblem
 from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
 from .validation import check_features, check_gamma
@@ -133,6 +133,14 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     warm_start : bool
         Start the solver from the previous fit's alpha when the labels are the
         same (the trainer's epochs re-solve on moving features).
+    categorical : list or None
+        Table columns one-hot encoded although they hold numbers; text and
+        pandas ``category`` columns are anyway (``dlmsvdd_ext.tabular``).
+    missing : None or "impute"
+        Missing table cells: refused with their row and column (None), or
+        imputed with indicator columns. The rule is ``encoding_`` (None for
+        numeric arrays without column names; tensors are taken as they are);
+        ``n_features_in_`` counts the encoded columns.
 
     Notes
     -----
@@ -161,7 +169,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="local", kernel="exact", n_components=256,
                  solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1, recovery="kkt",
-                 random_state=None, device=None, warm_start=False):
+                 random_state=None, device=None, warm_start=False, categorical=None, missing=None):
         self.p = p
         self.nu = nu
         self.c1 = c1
@@ -178,6 +186,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.warm_start = warm_start
+        self.categorical = categorical
+        self.missing = missing
 
     def _check_params(self):
         params.check(self.get_params())
@@ -207,6 +217,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             This estimator, fitted.
         """
         self._check_params()
+        self.encoding_, X = tabular.fitted(X, self.categorical, self.missing)
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
         problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2)
@@ -484,7 +495,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _scored(self, X):
         check_is_fitted(self, "dual_coef_")
-        X_t, numpy_like = _features(X, device=self.dual_coef_.device)
+        X_t, numpy_like = _features(tabular.scored(X, getattr(self, "encoding_", None)), device=self.dual_coef_.device)
         if X_t.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
@@ -665,6 +676,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "backend": None if exact else self.backend_.state_dict(),
             "history": self.history_,
             "calibration": None if self.calibration_ is None else self.calibration_.state_dict(),
+            **({} if getattr(self, "encoding_", None) is None else {"encoding": self.encoding_.to_dict()}),
         }
 
     @classmethod
@@ -696,6 +708,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.dual_coef_ = state["dual_coef"].to(device)
         model.history_ = state["history"]
         model.calibration_ = conformal.Calibration.from_state_dict(state.get("calibration"))  # absent: older states
+        model.encoding_ = state.get("encoding") and tabular.TableEncoding.from_dict(state["encoding"])
         if state["backend"] is None:
             model.backend_ = kernels.make("exact", model.gamma_)
             model.support_vectors_, model.feature_weights_ = state["support_vectors"].to(device), None

@@ -62,6 +62,12 @@ def _feature_vectors(scope, folder):
     assert scope["model"].training_params_["backbone"] == "mlp"
 
 
+def _table_codes(scope, folder):
+    assert scope["encoding"].feature_names() == ["amount", "channel=phone", "channel=shop", "channel=web", "age",
+                                                 "missing(age)"]
+    np.testing.assert_array_equal(scope["codes"], [[20, 2, 50], [160, -1, np.nan]])
+
+
 def _lpsvdd_certificate(scope, folder):
     assert scope["model"].gap_ <= 1e-6 * scope["model"].objective_
 
@@ -90,6 +96,7 @@ CHECKS = {
     ("docs/user-guide/detector.md", 0): _trained_digits_model,
     ("docs/user-guide/detector.md", 1): _array_api,
     ("docs/user-guide/feature-vectors.md", 0): _feature_vectors,
+    ("docs/user-guide/feature-vectors.md", 2): _table_codes,
     ("docs/user-guide/solver.md", 0): _lpsvdd_certificate,
     ("docs/getting-started.md", 1): _first_model,
     ("docs/user-guide/run-folders.md", 0): _run_folder,

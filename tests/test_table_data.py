@@ -48,8 +48,8 @@ def test_npz_and_csv_read_the_same_table(tmp_path):
     ("labels", r"labels must be 0 \(normal\) or 1 \(anomaly\); found \[0, 2\]"),
     ("nan_npz", r"1 cell\(s\) are NaN, empty or infinite \(first: row 4, column 2\)"),
     ("column", r"no label column 'label' \(columns: \['f0', 'f1', 'f2', 'f3', 'f4', 'y'\]\)"),
-    ("empty_cell", r"cell\(s\) are NaN, empty or infinite \(first: row 7, column 0\)"),
-    ("text_cell", r"data row 3, column 'f2' holds 'abc', not a number"),
+    ("empty_cell", r"1 missing cell\(s\) \(empty, None or NaN\); first: data row 8, column 'f0'"),
+    ("text_label", r"data row 3, column 'label' holds 'abc', not a number"),  # text in a feature: a category
 ])
 def test_bad_tables_are_clear_errors(case, message, tmp_path):
     X, y = _table()
@@ -68,7 +68,7 @@ def test_bad_tables_are_clear_errors(case, message, tmp_path):
         np.savez(path, X=X, y=y)
     else:
         path = tmp_path / "t.csv"
-        cells = {"empty_cell": {7: (0, "")}, "text_cell": {2: (2, "abc")}}.get(case)
+        cells = {"empty_cell": {7: (0, "")}, "text_label": {2: (5, "abc")}}.get(case)
         _write_csv(path, X, y, label="y" if case == "column" else "label", cells=cells)
     with pytest.raises(ValueError, match=message):
         read_table(path, column)

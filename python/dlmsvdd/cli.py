@@ -77,6 +77,10 @@ TRAIN_FLAGS = {
     "--label-column": "table data (.csv): the label column's name",
     "--labelled-fraction": "table data: the fraction of the training anomalies given as labelled (ADBench's "
                            "la; the others stay unlabelled among the normal rows); default: all",
+    "--categorical": "table data: columns to one-hot encode although they hold numbers, comma-separated "
+                     "(text columns are categorical anyway)",
+    "--missing": "table data: impute (numeric: the training median; categorical: a category of its own; "
+                 "with indicator columns) instead of refusing missing cells",
     "--split-dir": "folder of ImageNet_LT_{train,test}.txt (default: root)",
     "--normal-class": "the normal class (index)",
     "--ratio": "labelled anomalies per normal training sample (paper: 0.1, 0.5, 0.75)",
@@ -333,13 +337,19 @@ def _score(args) -> int:
     from .experiments import runs
     from .training import metrics
 
-    given = "--npy" if args.npy else "--images" if args.images else None
+    given = "--npy" if args.npy else "--images" if args.images else "--csv" if args.csv else None
     if given and (args.split or args.root):
         raise ValueError(f"{given} scores the images given, --{'split' if args.split else 'root'} a split of the "
                          f"model's task: give one or the other")
     out = _output_file(args.output, "--output")
     images = _load_npy(args.npy) if args.npy else None
     model = runs.load_model(args.run, device=args.device)
+    if args.csv:  # table rows as cells: text categories and missing cells go through the model's rule
+        from .data.tables import read_rows
+
+        if not isinstance(model.stored_preprocessing(), VectorPreprocessing):
+            raise ValueError("--csv scores a table's rows, and this model takes images: give them with --images or --npy")
+        images = read_rows(args.csv, model.config.label_column)
     if args.fpr is not None or args.fdr is not None:  # refused before scoring: no calibration, a level out of reach
         model.decide(np.zeros(0), fpr=args.fpr, fdr=args.fdr)
     files = None
@@ -349,7 +359,7 @@ def _score(args) -> int:
         files = image_files(args.images)
         f, targets = model.scores(ImageFiles(files, model.stored_preprocessing()))
     elif images is not None:  # raw inputs; the model preprocesses them and checks their shape
-        if not np.issubdtype(images.dtype, np.number):
+        if args.npy and not np.issubdtype(images.dtype, np.number):
             raise ValueError(f"--npy {args.npy!r} holds {images.dtype} values, not numbers")
         f, targets = model.dissimilarity(images), None  # raw rows carry no labels: no target column
     else:
@@ -551,6 +561,9 @@ def build_parser() -> argparse.ArgumentParser:
                                help="score raw inputs from a .npy file (or an .npz file: its only array, or X), through the preprocessing the model was "
                                     "trained with: images (N, C, H, W) or grey (N, H, W), uint8 or float in "
                                     "[0, 1]; a table's model: feature vectors (N, D)")
+            given.add_argument("--csv", metavar="FILE",
+                               help="score the rows of a .csv table (a table's model): its columns by name, "
+                                    "categories and missing cells by the model's rule; a label column is left out")
             given.add_argument("--images", nargs="+", metavar="FOLDER|FILE",
                                help="score image files (PNG, JPEG, ...; folders searched recursively) through "
                                     "the preprocessing the model was trained with")

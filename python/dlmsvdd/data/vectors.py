@@ -7,6 +7,10 @@ stores it, every scoring entry point runs raw vectors through it, and
 ``VectorPreprocess`` is plain torch operations that TorchScript and ONNX export.
 Why standardise: the MLP's first layer and the median bandwidth of the kernel
 then see columns on one scale, whatever units the table was written in.
+
+A table with names, categorical columns or imputed cells has a
+``dlmsvdd_ext.tabular.TableEncoding`` too: the record then takes the table's
+codes, encodes them (``TableEncode``) and standardises the encoded columns.
 """
 
 from __future__ import annotations
@@ -18,16 +22,21 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from dlmsvdd_ext.tabular import TableEncoding
+
 KIND = "vectors"  # the ``kind`` of a vector record's dict (image records have none)
 
 
 @dataclass(frozen=True)
 class VectorPreprocessing:
-    """features: the raw vectors' length; center, scale: per column, x -> (x - center) / scale."""
+    """features: the raw vectors' length; center, scale: per column, x -> (x - center) / scale;
+    encoding: a table's rule in front (None: the vectors are numbers as they are), whose
+    encoded columns are the ``features`` standardised."""
 
     features: int
     center: tuple[float, ...]
     scale: tuple[float, ...]
+    encoding: TableEncoding | None = None
 
     def __post_init__(self):
         if len(self.center) != self.features or len(self.scale) != self.features:
@@ -63,9 +72,27 @@ class VectorPreprocessing:
         scale = np.where(constant, 1.0, std)
         return cls(x.shape[1], tuple(float(c) for c in center), tuple(float(s) for s in scale))
 
+    @classmethod
+    def fit_table(cls, codes, encoding: TableEncoding | None) -> "VectorPreprocessing":
+        """``fit`` on a table's training rows given as codes (``TableEncoding.codes``): the
+        standardisation of their encoded columns, with the encoding in front (None: ``fit``)."""
+        if encoding is None:
+            return cls.fit(codes)
+        return dataclasses.replace(cls.fit(encoding.encode(torch.as_tensor(codes).numpy())), encoding=encoding)
+
     any_size = False  # one length, as Preprocessing.any_size says of image sizes
     input_dtypes = ("float32",)  # what an export may take (images: uint8 too)
     float_range = (-float("inf"), float("inf"))  # any finite value (an export turns others into f = NaN)
+
+    @property
+    def width(self) -> int:
+        """The raw input's columns (a table's, before encoding)."""
+        return self.features if self.encoding is None else self.encoding.width
+
+    @property
+    def missing_taken(self) -> bool:
+        """Whether a NaN cell is a missing cell the record imputes (an export then takes it)."""
+        return self.encoding is not None and self.encoding.missing == "impute"
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -74,22 +101,29 @@ class VectorPreprocessing:
 
     def expects(self) -> str:
         """What raw vectors must look like, in words (error messages, --help, export metadata)."""
+        if self.encoding is not None:
+            return self.encoding.expects()
         return f"feature vectors (N, {self.features}), float32, finite"
 
     def example(self, batch: int, dtype: torch.dtype) -> torch.Tensor:
         """A batch of raw inputs of the right shape (for tracing an export)."""
-        return torch.zeros(batch, self.features, dtype=dtype)
+        return torch.zeros(batch, self.width, dtype=dtype)
 
-    def module(self) -> "VectorPreprocess":
-        return VectorPreprocess(self)
+    def module(self) -> nn.Module:
+        if self.encoding is None:
+            return VectorPreprocess(self)
+        return nn.Sequential(self.encoding.module(), VectorPreprocess(self))
 
     def to_dict(self) -> dict:
-        return {"kind": KIND, **dataclasses.asdict(self)}
+        values = {"kind": KIND, "features": self.features, "center": self.center, "scale": self.scale}
+        return values if self.encoding is None else {**values, "encoding": self.encoding.to_dict()}
 
     @classmethod
     def from_dict(cls, values: dict) -> "VectorPreprocessing":
         values = {k: v for k, v in values.items() if k != "kind"}
-        return cls(int(values["features"]), tuple(map(float, values["center"])), tuple(map(float, values["scale"])))
+        encoding = values.get("encoding")  # absent: vectors without a table's rule
+        return cls(int(values["features"]), tuple(map(float, values["center"])), tuple(map(float, values["scale"])),
+                   None if encoding is None else TableEncoding.from_dict(encoding))
 
 
 class VectorPreprocess(nn.Module):

@@ -29,7 +29,7 @@ def build_task(cfg: TrainConfig) -> Task:
     protocol on a table); every check on the data runs here."""
     if cfg.data == "table":
         return make_table_task(cfg.path, cfg.label_column, cfg.labelled_fraction, cfg.seed, cfg.val_fraction,
-                               cfg.path_sha256)
+                               cfg.path_sha256, cfg.categorical, cfg.missing)
     source = sources.load(cfg.data, cfg.root, fine_labels=cfg.fine_labels, split_dir=cfg.split_dir)
     channels = source.channels if cfg.resolved_backbone() in ("small_cnn", "custom") else 3
     image_size = cfg.image_size or (224 if cfg.imagenet_input else None)

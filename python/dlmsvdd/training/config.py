@@ -131,6 +131,14 @@ class TrainConfig:
         (ADBench's la; the others stay unlabelled among the normal rows).
         None: all of them; 0: none (ADBench's unsupervised protocol: every
         training row unlabelled, anomalies included).
+    categorical : list or None
+        Table columns to one-hot encode although they hold numbers (names; a
+        table without names: positions). Text and pandas ``category`` columns
+        are categorical anyway (``dlmsvdd_ext.tabular``).
+    missing : str or None
+        Missing table cells: None refuses them, naming the row and the column;
+        "impute" fills them (numeric: the training median; categorical: a
+        category of its own) and adds an indicator column.
     val_fraction : float
         The stratified, seeded share of the training pool held out for
         validation (``validation_fraction`` is scikit-learn's spelling).
@@ -257,6 +265,10 @@ class TrainConfig:
     label_column: str = "label"
     path_sha256: str | None = None  # the table file's fingerprint, recorded by a run (dlmsvdd.data.tables)
     labelled_fraction: float | None = None
+    # tables, in Python and CSV (dlmsvdd_ext.tabular): columns one-hot encoded although numeric, and
+    # missing cells refused (None) or imputed ("impute", with indicator columns)
+    categorical: list | None = None
+    missing: str | None = None
     val_fraction: float = 0.2
     # the network: the paper's is backbone resnet50 (or "auto") with weights "imagenet"
     # small_cnn for images and mlp for vectors when no pretrained weights are asked for, else resnet50
@@ -629,6 +641,7 @@ _RANGES = {
     "mlp_width": [Interval(Integral, 2, 1 << 16, closed="both")],  # its features: width // 2
     "mlp_layers": [Interval(Integral, 0, 64, closed="both")],
     "labelled_fraction": [Interval(Real, 0, 1, closed="both")],  # 0: no training anomaly labelled
+    "missing": [StrOptions({"impute"})],
     "epochs": [_at_least(Integral, 0)],
     "lr": [_positive(Real)],
     "weight_decay": [_at_least(Real, 0)],
@@ -709,6 +722,8 @@ def typed(name: str, value):
         return options[text.lower()]
     if type(None) in kinds and text.lower() in ("none", "null", "~"):
         return None
+    if list in kinds:  # a list from a flag: comma-separated
+        return [part.strip() for part in text.split(",") if part.strip()]
     for kind in (int, float):
         if kind in kinds:
             try:

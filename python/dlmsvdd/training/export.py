@@ -19,7 +19,9 @@ normals, which the scorer holds; NaN where f is not finite, and everywhere for
 a model without calibration normals). An image it cannot read is never called
 normal: a float image with a value outside the record's ``float_range``
 ([0, 1]) or not finite gets f = NaN, and any image whose f is not finite
-decision -1.
+decision -1. A table model's input is its encoding's codes
+(``dlmsvdd_ext.tabular``): numbers, category codes, and NaN for a missing cell,
+which a record that imputes takes (``missing_taken``) and any other refuses.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ class Scorer(nn.Module):
     an unreadable image is never called normal."""
 
     def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float,
-                 expects: str, float_range: tuple[float, float], calibration: torch.Tensor | None = None):
+                 expects: str, float_range: tuple[float, float], calibration: torch.Tensor | None = None,
+                 missing_taken: bool = False):
         super().__init__()
+        self.missing_taken = missing_taken  # NaN is a missing cell the preprocessing imputes
         self.preprocess, self.network, self.boundary = preprocess, network, boundary
         self.threshold = float(threshold)
         self.expects = expects
@@ -83,7 +87,10 @@ class Scorer(nn.Module):
                              + self.expects + " (dtype uint8 or float32)")
         f = self.boundary(self.network(self.preprocess(images)))
         if images.dtype == torch.float32:  # NaN fails both comparisons
-            taken = ((images >= self.low) & (images <= self.high)).flatten(1).all(1)
+            inside = (images >= self.low) & (images <= self.high)
+            if self.missing_taken:
+                inside = inside | torch.isnan(images)
+            taken = inside.flatten(1).all(1)
             f = torch.where(taken, f, torch.full_like(f, float("nan")))
         normal = torch.isfinite(f) & (f.double() < self.threshold)
         return f, 2 * normal.long() - 1, self.p_values(f)
@@ -95,7 +102,7 @@ def build_scorer(model) -> Scorer:
     network = copy.deepcopy(model.network_).cpu()
     calibration = None if model.calibration_ is None else torch.from_numpy(model.calibration_.scores)
     scorer = Scorer(spec.module(), network, PortableBoundary(model.svdd_), model.threshold_, spec.expects(),
-                    spec.float_range, calibration)
+                    spec.float_range, calibration, getattr(spec, "missing_taken", False))
     return scorer.eval().requires_grad_(False)
 
 

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
 import dlmsvdd_ext
-from dlmsvdd_ext import LpSVDD, conformal
+from dlmsvdd_ext import LpSVDD, conformal, tabular
 
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
@@ -55,8 +55,9 @@ def versions() -> dict:
 
 
 def is_array(data) -> bool:
-    """numpy arrays and torch tensors (images) rather than datasets."""
-    return isinstance(data, (np.ndarray, torch.Tensor))
+    """numpy arrays, torch tensors and tables (``dlmsvdd_ext.tabular.is_table``: pandas, lists
+    of rows; sparse matrices refused) rather than datasets."""
+    return isinstance(data, (np.ndarray, torch.Tensor)) or tabular.is_table(data)
 
 
 def array_images(X, name: str = "X") -> torch.Tensor:
@@ -71,9 +72,13 @@ def array_images(X, name: str = "X") -> torch.Tensor:
     return images
 
 
-def array_vectors(X, name: str = "X") -> torch.Tensor:
+def array_vectors(X, name: str = "X", encoding=None) -> torch.Tensor:
     """An array of feature vectors (N, D) of real numbers as float64 on the CPU (the
-    preprocessing record standardises them in float64 and gives the network float32)."""
+    preprocessing record standardises them in float64 and gives the network float32);
+    a table with an encoding (``dlmsvdd_ext.tabular``) as its codes, which it checks."""
+    if encoding is not None:
+        return torch.from_numpy(encoding.codes(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, name))
+    X = tabular.numeric(X, name)
     vectors = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
     if vectors.dim() != 2 or 0 in vectors.shape:
         raise ValueError(f"{name} must hold feature vectors (N, D), got shape {tuple(vectors.shape)}")
@@ -85,13 +90,14 @@ def array_vectors(X, name: str = "X") -> torch.Tensor:
     return vectors
 
 
-def array_inputs(X, name: str = "X") -> torch.Tensor:
-    """An array given to fit: feature vectors (N, D) or images (``array_images``)."""
-    dims = X.dim() if isinstance(X, torch.Tensor) else np.ndim(X)
+def array_inputs(X, name: str = "X", encoding=None) -> torch.Tensor:
+    """An array given to fit: feature vectors (N, D) or a table's codes (``array_vectors``) or images
+    (``array_images``)."""
+    dims = X.dim() if isinstance(X, torch.Tensor) else 2 if encoding is not None else np.ndim(X)
     if dims not in (2, 3, 4):
         raise ValueError(f"{name} must hold feature vectors (N, D), images (N, C, H, W) or grey images (N, H, W), "
                          f"got {dims} dimension(s)")
-    return array_vectors(X, name) if dims == 2 else array_images(X, name)
+    return array_vectors(X, name, encoding) if dims == 2 else array_images(X, name)
 
 
 # training needs 2 samples: BatchNorm's batch statistics, the kernel's median bandwidth
@@ -148,7 +154,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     task sets of ``dlmsvdd.tasks``) gives the omega-step its augmented view,
     and one with a ``preprocessing`` record (``dlmsvdd.data.preprocessing``)
     tells the model how raw images become its input (kept in checkpoints and
-    exports). ``fit(X, y=None)`` takes an array instead (numpy or torch) with y
+    exports). ``fit(X, y=None)`` takes an array instead (numpy or torch; for
+    vectors also a pandas DataFrame or a list of rows, with text, categorical
+    and missing cells as ``dlmsvdd_ext.tabular`` says) with y
     in {+1, -1} (None: all normal): images, (N, C, H, W) or grey (N, H, W)
     (uint8 is scaled to [0, 1], floats go to the network as they are), split
     into training and a stratified, seeded ``val_fraction`` for validation
@@ -436,7 +444,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         ----------
         X : torch.utils.data.Dataset or array-like
             The training dataset of (image, target), or an array of images
-            (N, C, H, W) or (N, H, W), or of feature vectors (N, D).
+            (N, C, H, W) or (N, H, W), or of feature vectors (N, D) (a
+            DataFrame or a list of rows too; ``categorical`` and ``missing``
+            set how its columns are encoded).
         y : torch.utils.data.Dataset, array-like or None
             With a dataset ``X``: the validation dataset (None: none). With an
             array ``X``: the targets, +1 normal and -1 anomaly (None: all normal).
@@ -458,8 +468,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Training broke down and ``on_divergence="error"`` (or at the first epoch).
         """
         if is_array(X):
-            images = array_inputs(X)
-            train, val = self._array_split(images, y)
+            encoding = tabular.fit_encoding(X, self.config.categorical, self.config.missing)
+            images = array_inputs(X, encoding=encoding)
+            train, val = self._array_split(images, y, encoding)
             _enough_rows(len(images), len(train), self.config.val_fraction)
         elif is_array(y):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
@@ -470,9 +481,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
         return self
 
-    def _array_split(self, images: torch.Tensor, y) -> tuple[Dataset, Dataset]:
+    def _array_split(self, images: torch.Tensor, y, encoding=None) -> tuple[Dataset, Dataset]:
         """Training and validation sets of an array of images or vectors (``protocols.train_val_split``;
-        vectors: validation from the normal rows, standardised with the training rows' statistics)."""
+        vectors: validation from the normal rows, standardised with the training rows' statistics;
+        a table's codes: encoded by ``encoding`` first)."""
         n = images.shape[0]
         if y is None:
             targets = np.ones(n, dtype=int)
@@ -491,7 +503,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                                self.config.seed, anomalies=not vectors)
         record = None
         if vectors:
-            record = VectorPreprocessing.fit(images[train.indices])
+            record = VectorPreprocessing.fit_table(images[train.indices], encoding)
             with torch.no_grad():
                 images = record.module()(images)
         return protocols.SplitRows(images, train, record), protocols.SplitRows(images, val, record)
@@ -992,12 +1004,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             The network's input.
         """
         spec = self.stored_preprocessing()
-        raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
         if isinstance(spec, VectorPreprocessing):
-            raw = array_vectors(raw)
-        elif not (raw.dtype == torch.uint8 or raw.is_floating_point()):  # int64 pixels 0-255 are not [0, 1]
-            raise ValueError(f"X holds {raw.dtype} values; this model takes {spec.expects()} "
-                             "(integer pixels as uint8, e.g. X.astype(np.uint8))")
+            raw = array_vectors(images, encoding=spec.encoding)
+        else:
+            raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
+            if not (raw.dtype == torch.uint8 or raw.is_floating_point()):  # int64 pixels 0-255 are not [0, 1]
+                raise ValueError(f"X holds {raw.dtype} values; this model takes {spec.expects()} "
+                                 "(integer pixels as uint8, e.g. X.astype(np.uint8))")
         with torch.no_grad():
             return spec.module()(raw)
 
