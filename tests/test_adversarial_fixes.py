@@ -140,13 +140,16 @@ def test_an_untampered_file_still_loads(saved):
 # ---- item 11: rough edges
 
 
-def test_finite_rows_that_overflow_float32_are_called_that(fitted):
-    """Before: 'X holds NaN or infinite values' of finite rows of 1e200."""
+def test_finite_rows_that_overflow_float32_are_scored_as_the_farthest_rows(fitted):
+    """Before: 'X holds NaN or infinite values' of finite rows of 1e200. Now such a row is clipped
+    far beyond the data (``training.guard.LIMIT`` standard deviations) and flagged, with a finite f,
+    as the exports score it (issue 38: refused or flagged, never normal; issue 34, item 10: Python
+    and the exports agree on every finite input)."""
     X, _ = _signal_in_column_0(4, 0, 3)
     X[2] *= 1e200
-    with pytest.raises(ValueError, match=r"X's row 2 is finite but overflows float32 once standardised \(\|values\| "
-                                         r"up to [0-9.]+e\+200"):
-        fitted.predict(X)
+    f = fitted.dissimilarity(X)
+    assert np.isfinite(f).all() and fitted.predict(X)[2] == -1
+    assert f[2] >= fitted.dissimilarity(X[[0, 1, 3]] * 1e3).max() - 1e-6  # at least as far as rows of 1e3
     X[2] = np.nan
     with pytest.raises(ValueError, match="X holds NaN or infinite values"):
         fitted.predict(X)

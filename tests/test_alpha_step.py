@@ -56,7 +56,7 @@ def test_measured_alpha_step_holds_the_kernel_it_builds(trained):
     before = model.svdd_.objective_
     exact = model.measure_alpha_step(task.train)
     n, d = exact["n_train"], exact["n_features"]
-    assert n == len(task.train) and d == 4 * 128  # the small CNN's features (4 branches, 32 wide)
+    assert n == len(task.train) and d == 4 * 128 + 1  # the small CNN's features (4 branches, 32 wide), the guard
     assert exact["full_kernel_bytes"] == n * n * 4  # float32 features
     # the exact kernel is materialised: the peak holds at least the n x n float32 matrix
     assert exact["peak_bytes"] >= n * n * 4

@@ -52,7 +52,7 @@ def test_help_shows_the_defaults(capsys):
                for block in re.split(r"\n  (?=-)", capsys.readouterr().out)}
     for flag, default in (("--epochs", "the recipe's, 30; 15 for the MLP from scratch"), ("--lr", "the recipe's"), ("--recipe", "auto"), ("--backbone", "auto"),
                           ("--data", "digits"),
-                          ("--nu", "1.2"), ("--batch-size", "128"), ("--n-components", "1024")):
+                          ("--nu", "auto"), ("--batch-size", "128"), ("--n-components", "1024")):
         assert options[flag].endswith(f"(default: {default})"), options[flag]
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])

@@ -81,6 +81,16 @@ def test_self_labels_are_the_rows_lpsvdd_one_class_finds_most_anomalous():
     assert len(set(chosen) & set(range(10))) >= 9  # the outliers (row 0, near the mean, stays near it)
 
 
+def test_without_labels_no_validation_auroc_exists_and_the_last_epoch_is_kept(unlabelled):
+    """The criterion without labelled anomalies (issue 38, goal 5): validation holds normal rows
+    only (self-labels train, they never validate), so no epoch is chosen on a label: the last
+    epoch stays, and the threshold is the validation normals' quantile."""
+    model, _ = unlabelled
+    assert all("val_auroc" not in row for row in model.history_)
+    assert model.best_epoch_ == FAST["epochs"] == model.history_[-1]["epoch"]
+    assert model.threshold_rule_ == "validation normals' 0.9 quantile"
+
+
 def test_all_normal_labels_are_the_same_fit_and_labels_still_take_the_paper_nu():
     X = _gaussian(300)
     a = DLMSVDD(**FAST).fit(X)
@@ -127,6 +137,21 @@ def test_exports_flag_far_rows_and_agree_with_python(unlabelled, fmt, tmp_path):
     assert (decisions[200:] == -1).all()
 
 
+def test_beyond_the_farthest_training_row_scores_rise_with_the_distance_above_every_normal(unlabelled):
+    """Rows on the ray through the farthest training row, just beyond it and farther: f strictly
+    increasing, above every calibration score (the smallest p-value) and flagged at fpr=0.05."""
+    model, X = unlabelled
+    mean = X.mean(0)
+    far = X[np.argmax(np.linalg.norm(X - mean, axis=1))] - mean
+    rows = np.stack([mean + t * far for t in (1.002, 1.01, 1.1, 2.0, 10.0, 1e3)]).astype(np.float32)
+    f = model.dissimilarity(rows)
+    assert (np.diff(f) > 0).all()
+    assert f[0] > model.calibration_.scores.max() and f[0] > model.decision_scores_.max()
+    n_cal = model.n_calibration_
+    np.testing.assert_allclose(model.p_values(rows), 1.0 / (n_cal + 1))
+    assert (model.predict(rows, fpr=0.05) == -1).all() and (model.predict(rows) == -1).all()
+
+
 def test_without_the_guard_far_rows_pass_as_normal():
     """The failure the guard fixes (issue 38, finding 2): the L2-normalised features alone see a
     row's direction, and some rows 1000 times as far out as normal ones score as normal."""
@@ -143,13 +168,13 @@ def test_the_guard_is_zero_within_the_data_and_grows_beyond_it_as_documented():
     module = guard.DistanceGuard((6,))
     info = module.fit(lambda: iter(torch.from_numpy(X).float().split(64)))
     distance = np.linalg.norm(X - X.mean(0), axis=1)
-    assert info["radius"] == pytest.approx(distance.max(), rel=1e-5)
+    assert info["radius"] == pytest.approx(distance.max() * (1 + guard.RADIUS_MARGIN), rel=1e-6)
     assert info["median_radius"] == pytest.approx(np.median(distance), rel=1e-2)  # torch: the lower median
     module.set_bandwidth(0.25)
     w = float(module.weight)
     assert 0.25 * w**2 * info["median_radius"] ** 2 == pytest.approx(guard.STRENGTH, rel=1e-6)
     rows = np.vstack([X[:50], X.mean(0) + 10 * (X[50:100] - X.mean(0))])
-    expected = w * np.maximum(0.0, np.linalg.norm(rows - X.mean(0), axis=1) - distance.max())
+    expected = w * np.maximum(0.0, np.linalg.norm(rows - X.mean(0), axis=1) - info["radius"])
     got = module(torch.from_numpy(rows).float()).numpy().ravel()
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     assert (got[:50] == 0).all() and (got[50:][expected[50:] > 0] > 0).all()

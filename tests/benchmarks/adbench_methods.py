@@ -95,6 +95,18 @@ def dlmsvdd_vectors(X, s, seed):
     return lambda Z: model.dissimilarity(Z.astype(np.float32))
 
 
+def dlmsvdd_without_labels(X, s, seed):
+    """The same rows without their labels: ``fit(X)`` (issue 38: labels must never hurt)."""
+    from dlmsvdd import DLMSVDD
+
+    model = DLMSVDD(seed=seed, verbose=0).fit(X.astype(np.float32))
+    return lambda Z: model.dissimilarity(Z.astype(np.float32))
+
+
+def lpsvdd_without_labels(X, s, seed):
+    return LpSVDD(random_state=seed).fit(X).dissimilarity
+
+
 def _version(package: str) -> str:
     try:
         return importlib.metadata.version(package)
@@ -107,6 +119,8 @@ METHODS = {
     "LpSVDD with labels (defaults)": lpsvdd_labels,
     "LpSVDD with labels (paper: nu=1.2, gamma=median)": lpsvdd_paper,
     "LpSVDD one-class (unlabelled rows, nu=1)": lpsvdd_one_class,
+    "DLM-SVDD without labels (fit(X), the same rows)": dlmsvdd_without_labels,
+    "LpSVDD without labels (fit(X), the same rows)": lpsvdd_without_labels,
     "IsolationForest": isolation_forest,
     "OneClassSVM": one_class_svm,
     "RBF SVC (labelled vs unlabelled)": rbf_svc,

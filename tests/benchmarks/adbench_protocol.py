@@ -205,6 +205,29 @@ def validation_task(task: Task) -> Task:
 
 # The methods that are this package's (the rest are the baselines issue 28 measures against)
 OWN_METHODS = ("DLM-SVDD", "LpSVDD")
+EMBEDDING_PREFIXES = ("CIFAR10", "SVHN", "MVTec")  # the ResNet-18 embedding sets; the rest are tabular
+
+
+def family(name: str) -> str:
+    return "image embeddings" if name.startswith(EMBEDDING_PREFIXES) else "tabular"
+
+
+def labels_never_hurt_rows(records: list[dict]) -> list[tuple[str, bool]]:
+    """Issue 38's goal 4: per family and labelled fraction, each estimator with labels at least as
+    good (mean test AUROC) as its fit without them on the same rows."""
+    rows = []
+    for estimator in ("DLM-SVDD", "LpSVDD"):
+        with_labels = "DLM-SVDD (default, vectors)" if estimator == "DLM-SVDD" else "LpSVDD with labels (defaults)"
+        without = f"{estimator} without labels (fit(X), the same rows)"
+        for fam in ("tabular", "image embeddings"):
+            for la in sorted({r["la"] for r in records}):
+                def mean(method):
+                    values = [r["auroc"] for r in records if r["method"] == method and r["la"] == la
+                              and family(r["set"]) == fam and "auroc" in r]
+                    return float(np.mean(values)) if values else float("nan")
+                a, b = mean(with_labels), mean(without)
+                rows.append((f"{fam}, la {la}: {estimator} with labels {a:.4f} >= without {b:.4f}", a >= b))
+    return rows
 UNSUPERVISED_BASELINES = ("IsolationForest", "OneClassSVM")
 
 

@@ -22,13 +22,6 @@ from benchmarks import adbench_protocol as protocol
 from benchmarks.adbench_methods import _version
 from benchmarks.adbench_protocol import MethodSkipped
 
-EMBEDDING_PREFIXES = ("CIFAR10", "SVHN", "MVTec")  # the ResNet-18 embedding sets; the rest are tabular
-
-
-def family(name: str) -> str:
-    return "image embeddings" if name.startswith(EMBEDDING_PREFIXES) else "tabular"
-
-
 def dlmsvdd_default(X, seed):
     from dlmsvdd import DLMSVDD
 
@@ -108,7 +101,7 @@ def run(methods: dict, sets, seeds, log=print) -> list[dict]:
             for method_name, method in methods.items():
                 result = protocol.run_method(lambda X_, s, seed_: method(X_, seed_), t)
                 records.append({"set": name, "seed": seed, "la": 0.0, "method": method_name,
-                                "family": family(name), **result})
+                                "family": protocol.family(name), **result})
                 if log and "auroc" in result:
                     log(f"{name} seed {seed} {method_name}: {result['auroc']:.4f} ({result['fit_seconds']:.2f} s)")
     return records

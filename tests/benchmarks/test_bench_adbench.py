@@ -30,6 +30,8 @@ def test_adbench_development_protocol():
     print(f"\n{len(sets)} sets x seeds {seeds} x la {las}; {meta['wall_seconds']:.0f} s; versions {meta['versions']}")
     print(protocol.table(summary, las))
     print(f"per-task results: {path}")
+    rows = protocol.labels_never_hurt_rows(records)  # issue 38's goal 4, wherever both fits ran
+    print("\n".join(f"{'holds' if ok else 'FAILS'}: {row}" for row, ok in rows if "nan" not in row))
     assert any(s["tasks"] for s in summary.values())
     full = (sets == protocol.available_sets() and seeds == list(protocol.SEEDS)
             and las == list(protocol.LABELLED_FRACTIONS) and methods == METHODS)

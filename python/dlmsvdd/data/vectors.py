@@ -25,6 +25,7 @@ import torch.nn as nn
 from dlmsvdd_ext.tabular import TableEncoding
 
 KIND = "vectors"  # the ``kind`` of a vector record's dict (image records have none)
+INPUT_LIMIT = 1e6  # standardised values are clipped to [-INPUT_LIMIT, INPUT_LIMIT] (training.guard.LIMIT)
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class VectorPreprocess(nn.Module):
         super().__init__()
         self.features = spec.features
         self.expects = spec.expects()
+        self.limit = INPUT_LIMIT  # an attribute, not the global: TorchScript takes no global numbers
         # float64: a column far from zero with a small spread (1 +- 1e-3) would lose its digits to
         # float32 cancellation in x - center; the network then takes the result in float32
         self.register_buffer("center", torch.tensor(spec.center, dtype=torch.float64).view(1, -1))
@@ -142,4 +144,6 @@ class VectorPreprocess(nn.Module):
         if vectors.dim() != 2 or vectors.shape[1] != self.features:
             raise ValueError("got an array of shape " + str(list(vectors.shape)) + "; the model expects "
                              + self.expects)
-        return ((vectors.double() - self.center) / self.scale).float()
+        # clipped in float64 before float32: a finite row however far out (1e200) stays finite, beyond
+        # every training row (the distance guard scores it as the farthest, training.guard)
+        return ((vectors.double() - self.center) / self.scale).clamp(-self.limit, self.limit).float()

@@ -37,6 +37,8 @@ import torch.nn as nn
 import dlmsvdd_ext
 from dlmsvdd_ext.portable import PortableBoundary
 
+from . import guard
+
 FORMATS = ("onnx", "torchscript")
 INPUT_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
@@ -101,7 +103,10 @@ def build_scorer(model) -> Scorer:
     spec = model.stored_preprocessing()
     network = copy.deepcopy(model.network_).cpu()
     calibration = None if model.calibration_ is None else torch.from_numpy(model.calibration_.scores)
-    scorer = Scorer(spec.module(), network, PortableBoundary(model.svdd_), model.threshold_, spec.expects(),
+    boundary = PortableBoundary(model.svdd_)
+    if network.guard is not None:  # rows beyond the data score above it, as DLMSVDD scores them
+        boundary = guard.GuardedScore(boundary, float(network.guard.floor))
+    scorer = Scorer(spec.module(), network, boundary, model.threshold_, spec.expects(),
                     spec.float_range, calibration, getattr(spec, "missing_taken", False))
     return scorer.eval().requires_grad_(False)
 

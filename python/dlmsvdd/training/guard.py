@@ -9,7 +9,7 @@ scaled by 1000 were called normal), and rows of 1e20 overflowed float32 to f = 0
 What: the network's output gets one more coordinate, ``w * e(x)``, where ``e(x) = max(0, |u(x)| -
 R)`` is how far the row lies beyond the training data: ``u`` is the network's input (feature
 vectors: standardised per column; images: average-pooled to at most ``pretrain.TARGET_SIDE``
-pixels a side, the coarse picture the autoencoder of step 0 reconstructs) minus the training rows' mean, and ``R`` the largest ``|u|`` of a training row. The
+pixels a side, the coarse picture the autoencoder of step 0 reconstructs) minus the mean of the rows the fit is given, and ``R`` the largest ``|u|`` among them. The
 boundary's RBF kernel on ``[features, w e]`` is then the product of the kernel on the features
 and ``exp(-gamma w^2 (e - e')^2)``: a multiple-kernel boundary whose second kernel is on the input.
 Every training row has ``e = 0``, so the training kernel, the boundary, the bandwidth and the
@@ -19,6 +19,18 @@ before. Beyond it, every kernel value of the row is multiplied by ``exp(-gamma w
 alpha-step from the boundary's ``gamma`` so that a row one median radius ``r_med`` (the median
 ``|u|`` of the training rows) beyond ``R`` keeps ``exp(-STRENGTH)`` = 1% of its kernel values:
 ``gamma w^2 r_med^2 = STRENGTH``.
+
+The kernel alone lets such a row's f approach the boundary's largest value; rows just beyond the
+data, and models whose normal rows already score near that value, need more. So the score of a row
+with ``e > 0`` is set above every score within the data: ``max(f, floor) + w e``, with ``floor``
+the largest f of the training, validation and calibration rows (``floor_scores``, set when the
+boundary is refitted and at ``calibrate``). ``R`` and the mean are taken over every row the fit
+is given, its validation rows included, so the validation normals that calibrate the p-values lie
+within the data too. A clean normal row lands beyond every one of those n rows with probability at
+most 1 / (n + 1) (they are exchangeable), so the rule costs at most that in false alarms (the
+conformal ``fpr`` becomes at most ``fpr + 1 / (n + 1)``), and every row beyond the data is flagged,
+at the default threshold and at any ``fpr`` the calibration set can reach, and scored higher the
+farther out it lies.
 
 The network's input and the guard's coordinate are clipped at ``LIMIT`` (orders of magnitude beyond
 any training row), so a row of 1e20 stays finite through the network and the kernel in float32 and
@@ -33,9 +45,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..data.vectors import INPUT_LIMIT
 from .pretrain import TARGET_SIDE
 
-LIMIT = 1e6  # the network's input and the guard's coordinate are clipped to [-LIMIT, LIMIT]
+LIMIT = INPUT_LIMIT  # the network's input and the guard's coordinate are clipped to [-LIMIT, LIMIT]
+RADIUS_MARGIN = 1e-4  # R is the farthest given row's distance times 1 + RADIUS_MARGIN
 STRENGTH = math.log(100.0)  # a row one median radius beyond the data keeps 1% of its kernel values
 
 
@@ -56,6 +70,7 @@ class DistanceGuard(nn.Module):
         self.register_buffer("radius", torch.zeros(()))
         self.register_buffer("median_radius", torch.ones(()))
         self.register_buffer("weight", torch.zeros(()))
+        self.register_buffer("floor", torch.zeros((), dtype=torch.float64))  # set with the final boundary
 
     def view(self, x: torch.Tensor) -> torch.Tensor:
         """u + mean: the network's input as the guard measures it, clipped, one row per sample."""
@@ -83,7 +98,9 @@ class DistanceGuard(nn.Module):
             count += len(v)
         self.center.copy_((total / count).to(self.center.dtype))
         distances = torch.cat([self.distance(x).double() for x in inputs()])
-        self.radius.fill_(float(distances.max()))
+        # a margin over the farthest row: float32 rounding of its distance at scoring time (another
+        # batch, the export) must not move a row the fit was given beyond the data
+        self.radius.fill_(float(distances.max()) * (1.0 + RADIUS_MARGIN))
         self.median_radius.fill_(float(distances.median()) or 1.0)  # identical rows: any unit will do
         return {"radius": float(self.radius), "median_radius": float(self.median_radius)}
 
@@ -92,3 +109,21 @@ class DistanceGuard(nn.Module):
         """w for the boundary's gamma: gamma w^2 r_med^2 = STRENGTH (training rows are unaffected:
         their coordinate is 0)."""
         self.weight.fill_(math.sqrt(STRENGTH / gamma) / float(self.median_radius))
+
+
+def floor_scores(f: torch.Tensor, column: torch.Tensor, floor: float) -> torch.Tensor:
+    """The score of a row beyond the data (guard coordinate ``column`` > 0): above every score
+    within it, ``max(f, floor) + column``, so higher the farther out; other rows keep ``f``."""
+    above = torch.clamp(f, min=floor) + column.to(f.dtype)
+    return torch.where(column > 0, above, f)
+
+
+class GuardedScore(nn.Module):
+    """``boundary(z)`` with ``floor_scores`` applied (z's last column is the guard's), for exports."""
+
+    def __init__(self, boundary: nn.Module, floor: float):
+        super().__init__()
+        self.boundary, self.floor = boundary, float(floor)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return floor_scores(self.boundary(z), z[:, -1], self.floor)

@@ -114,15 +114,6 @@ def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
                      "or more")
 
 
-def _overflow(X, inputs: torch.Tensor) -> str:
-    """Why finite raw rows became infinite network inputs: float32 overflow once standardised."""
-    row = int((~torch.isfinite(inputs)).any(dim=1).nonzero()[0])
-    largest = float(array_vectors(X)[row].abs().max())
-    return (f"X's row {row} is finite but overflows float32 once standardised (|values| up to {largest:.3g}; the "
-            "network computes in float32): it lies far beyond anything the model trained on; rescale it, or "
-            "treat it as an anomaly")
-
-
 def resolve_device(name: str) -> torch.device:
     """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
     if name == "auto":
@@ -520,7 +511,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.self_labels_ = train.targets if self.self_labelled_ else None
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
-        optimizer = self._start(train)
+        optimizer = self._start(train, val)
         augmented = self._augmented(train)
         epochs = 0 if cfg.frozen else self.training_params_["epochs"]
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
@@ -571,7 +562,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                           ConvergenceWarning, stacklevel=3)
         return self
 
-    def _start(self, train: Dataset):
+    def _start(self, train: Dataset, val: Dataset | None = None):
         """The network (seeded), its DDP wrapper under torchrun, the boundary
         estimator and the optimiser (None with a frozen backbone)."""
         cfg = self.config
@@ -588,7 +579,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
-            self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
+            # every row the fit is given, validation too: its normals calibrate, and must lie within the data
+            given = [train] if val is None else [train, val]
+            self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for data in given
+                                                           for x, _ in self._loader(data, False)))
         if cfg.frozen:
             self.network_.requires_grad_(False)
         self.ddp_ = None
@@ -650,11 +644,25 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """The boundary from scratch on the best weights, and the decision threshold."""
         feats, targets = self._features(train)
         self._alpha_step(feats, targets, restart=True)
+        if self.network_.guard is not None:
+            self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
+                            *([] if val is None else [self._raw_scores(val)]))
         f_val, t_val = self.scores(val) if val is not None else (None, None)
         self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._gathered_scores(
             feats, targets, len(train)))
         if f_val is not None and (t_val > 0).any():  # held out of training: the default calibration set
             self.svdd_.calibration_ = conformal.Calibration(f_val[t_val > 0], "validation normals")
+
+    def _raw_scores(self, data) -> np.ndarray:
+        """f of a dataset's rows without the guard's floor."""
+        return self._gathered_scores(*self._features(data), len(data), guarded=False)[0]
+
+    def _set_floor(self, *scores: np.ndarray) -> None:
+        """The guard's floor: the largest f of these rows within the data (training, validation or
+        calibration rows), so that rows beyond the data score above all of them."""
+        finite = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in scores])
+        floor = float(finite.max()) if finite.size else 0.0
+        self.network_.guard.floor.fill_(max(floor, float(self.network_.guard.floor)))
 
     def _threshold(self, f_val, t_val, train_scores) -> tuple[float, str]:
         """The decision threshold on f and its rule (see the class docstring);
@@ -722,9 +730,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self._check_images(images)
             return images
         inputs = self.preprocess(X)
-        if not torch.isfinite(inputs).all():
-            if isinstance(self.preprocessing_, VectorPreprocessing):  # raw rows are finite here (array_vectors)
-                raise ValueError(_overflow(X, inputs))
+        if not torch.isfinite(inputs).all():  # vectors: finite rows stay finite (clipped far out)
             raise ValueError("X holds NaN or infinite values")
         return inputs
 
@@ -747,14 +753,24 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             The dataset's targets (+1 for every row of an array).
         """
         self._check_fitted()
-        if is_array(data):
-            images = self._images(data)
-            data = torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
+        data = self._dataset(data)
         return self._gathered_scores(*self._features(data), len(data))
 
-    def _gathered_scores(self, feats: torch.Tensor, targets: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """f and the targets of this process's features, gathered over the processes (n in all)."""
+    def _dataset(self, data) -> Dataset:
+        """A dataset as it is; an array of raw inputs as a dataset of network inputs (targets +1)."""
+        if not is_array(data):
+            return data
+        images = self._images(data)
+        return torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
+
+    def _gathered_scores(self, feats: torch.Tensor, targets: np.ndarray, n: int,
+                         guarded: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """f and the targets of this process's features, gathered over the processes (n in all);
+        rows beyond the data scored above it (``guard.floor_scores``) unless ``guarded`` is False."""
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
+        if guarded and self.network_.guard is not None:
+            f = guard.floor_scores(torch.as_tensor(f), feats[:, -1].to(torch.as_tensor(f).device),
+                                   float(self.network_.guard.floor))
         if self.group_ is not None:
             f, targets = self.group_.gather(f, n), self.group_.gather(targets.to(f.device), n)
         return f.cpu().numpy(), targets.cpu().numpy()
@@ -899,6 +915,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self._check_fitted("threshold_")
         if y is not None and not is_array(data):
             raise ValueError("calibrate(dataset) takes the dataset's targets; labels y go with an array X")
+        if self.network_.guard is not None:  # the floor above these rows too, then their scores
+            self._set_floor(self._raw_scores(self._dataset(data)))
         f, targets = self.scores(data)
         conformal.normal_only(targets if y is None else y, len(f))
         self.svdd_.calibration_ = conformal.Calibration(f, "calibrate(X_cal)")
