@@ -52,17 +52,31 @@ def anomalies_inside_the_normal_data(seed):
     return rng.normal(size=(400, 2)), rng.normal(0.0, 0.05, size=(30, 2))
 
 
+@pytest.mark.parametrize("n_anomalies", [1, 2, 10, 19, 20, 45])
+def test_auto_nu_grows_with_the_labelled_anomalies_up_to_its_full_weight(n_anomalies):
+    """nu = 1 + (NU_WITH_ANOMALIES - 1) min(1, n_A / FULL_WEIGHT_ANOMALIES): one or two labels get a
+    small share of the weights (issue 38: with the full share they scored below the one-class fit)."""
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(size=(200, 3)), rng.normal(size=(n_anomalies, 3)) + 3]
+    y = np.r_[np.ones(200), -np.ones(n_anomalies)]
+    model = LpSVDD().fit(X, y)
+    expected = 1 + (svdd.NU_WITH_ANOMALIES - 1) * min(1.0, n_anomalies / svdd.FULL_WEIGHT_ANOMALIES)
+    assert model.nu_ == pytest.approx(expected, rel=1e-12)
+    assert model.alpha_[y < 0].sum() == pytest.approx((expected - 1) / 2)
+    assert model.alpha_[y > 0].sum() == pytest.approx((expected + 1) / 2)
+
+
 def test_auto_nu_gives_labelled_anomalies_the_weight_to_flag_anomalies_inside_the_normal_data():
     # The centre is about (nu + 1)/2 times the normals' kernel mean minus (nu - 1)/2 times the labelled
     # anomalies': at the paper's nu = 1.2 (0.1 against 1.1) the anomalies at the normals' mode still
     # score as the most normal rows; at NU_WITH_ANOMALIES = 20 (9.5 against 10.5) the labels outweigh the
     # density there.
     normal, anomalies = anomalies_inside_the_normal_data(0)
-    X = np.r_[normal, anomalies[:10]]
-    y = np.r_[np.ones(len(normal)), -np.ones(10)]
+    X = np.r_[normal, anomalies[:20]]  # FULL_WEIGHT_ANOMALIES labelled: nu reaches NU_WITH_ANOMALIES
+    y = np.r_[np.ones(len(normal)), -np.ones(20)]
     test_normal, _ = anomalies_inside_the_normal_data(1)
-    X_test = np.r_[test_normal, anomalies[10:]]
-    is_anomaly = np.r_[np.zeros(len(test_normal)), np.ones(20)]
+    X_test = np.r_[test_normal, anomalies[20:]]
+    is_anomaly = np.r_[np.zeros(len(test_normal)), np.ones(10)]
     paper = LpSVDD(nu=1.2, gamma=0.5).fit(X, y)
     auto = LpSVDD(gamma=0.5).fit(X, y)
     assert auto.nu_ == svdd.NU_WITH_ANOMALIES

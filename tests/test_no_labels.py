@@ -75,7 +75,7 @@ def test_self_labels_are_the_rows_lpsvdd_one_class_finds_most_anomalous():
 
     X = _gaussian(300).astype(np.float64)
     X[:10] *= 4.0
-    chosen = self_labels.pseudo_anomalies(torch.from_numpy(X), 10 / 300, seed=0)
+    chosen = self_labels.pseudo_anomalies(torch.from_numpy(X), 10, seed=0)
     reference = np.argsort(-LpSVDD(nu=1.0, random_state=0).fit(X).dissimilarity(X))[:10]
     np.testing.assert_array_equal(chosen, np.sort(reference))
     assert len(set(chosen) & set(range(10))) >= 9  # the outliers (row 0, near the mean, stays near it)

@@ -138,3 +138,15 @@ def test_pretrain_none_given_is_kept(task):
     assert model.training_params_["pretrain"] == "none"
     bn = model.network_.backbone.layers[1]  # untouched: no step 0
     assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0
+
+
+def test_batchnorm_calibration_skips_a_last_batch_of_one_row():
+    """129 training rows in batches of 128 left a last batch of one row, which BatchNorm refuses in
+    training mode ("Expected more than 1 value per channel"): a fit of that size failed."""
+    import numpy as np
+
+    from dlmsvdd import DLMSVDD
+
+    X = np.random.default_rng(0).normal(size=(162, 4)).astype(np.float32)  # 129 train + 33 validation rows
+    model = DLMSVDD(epochs=1, verbose=0, seed=0).fit(X)
+    assert model.n_train_ == 129 and np.isfinite(model.dissimilarity(X)).all()

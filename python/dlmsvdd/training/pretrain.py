@@ -49,7 +49,8 @@ def calibrate_batchnorm(network: nn.Module, loader: DataLoader, device: torch.de
     network.train()
     with torch.no_grad():
         for x, _ in loader:
-            network(x.to(device))
+            if len(x) > 1:  # a last batch of one row has no batch statistics (BatchNorm refuses it)
+                network(x.to(device))
     for m, momentum in zip(layers, momenta):
         m.momentum = momentum
     return len(layers)

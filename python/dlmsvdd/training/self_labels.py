@@ -28,6 +28,7 @@ from dlmsvdd_ext import LpSVDD, ops
 from .pretrain import target
 
 SUBSET = 4096  # rows the labeller is fitted on (a seeded draw); every training row is scored
+TOP_UP = False  # with fewer labelled anomalies than the fraction: self-label the others up to it
 
 
 class Relabelled(Dataset):
@@ -67,30 +68,32 @@ def targets_of(data: Dataset) -> np.ndarray | None:
     return None if targets is None else np.asarray(targets)
 
 
-def pseudo_anomalies(views: torch.Tensor, fraction: float, seed: int) -> np.ndarray:
-    """Indices of the ``fraction`` of rows (at least one) that LpSVDD one-class, fitted on a
-    seeded subset of at most SUBSET of them, scores as most anomalous."""
-    n = len(views)
+def pseudo_anomalies(views: torch.Tensor, count: int, seed: int, candidates: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the ``count`` rows among ``candidates`` (default: all) that LpSVDD one-class,
+    fitted on a seeded subset of at most SUBSET of the candidates, scores as most anomalous."""
+    candidates = np.arange(len(views)) if candidates is None else np.asarray(candidates)
     rng = np.random.default_rng(seed)
-    subset = np.sort(rng.permutation(n)[:SUBSET])
-    if not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: nothing ranks above another
+    subset = np.sort(candidates[rng.permutation(len(candidates))[:SUBSET]])
+    if count < 1 or not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: no ranking
         return np.arange(0)
     labeller = LpSVDD(nu=1.0, random_state=seed).fit(views[subset])
-    scores = np.asarray(labeller.dissimilarity(views))
-    count = max(1, int(round(fraction * n)))
-    return np.sort(np.argsort(-scores, kind="stable")[:count])
+    scores = np.asarray(labeller.dissimilarity(views[candidates]))
+    return np.sort(candidates[np.argsort(-scores, kind="stable")[:count]])
 
 
 def relabel(train: Dataset, fraction: float, seed: int, batch_size: int = 256) -> tuple[Dataset, int]:
-    """``train`` with the ``fraction`` of its rows most anomalous to the labeller labelled -1 when
-    it has no labelled anomaly (else as it is), and how many were labelled."""
+    """``train`` with the ``fraction`` of its rows most anomalous to the labeller labelled -1 when it
+    has no labelled anomaly (with ``TOP_UP``, also when it has fewer than that: the others up to the
+    count), and how many rows were self-labelled (0: ``train`` as it is)."""
     targets = targets_of(train)
-    if fraction <= 0 or (targets is not None and (targets < 0).any()):
+    if fraction <= 0 or (targets is not None and (targets < 0).any() and not TOP_UP):
         return train, 0
     views, targets = _inputs_and_targets(train, batch_size)
-    if (targets < 0).any() or len(targets) < 3:  # labelled already, or too few rows to rank
+    labelled = int((targets < 0).sum())
+    missing = int(round(fraction * len(targets))) - labelled if labelled else max(1, int(round(fraction * len(targets))))
+    if (labelled and not TOP_UP) or missing < 1 or len(targets) < 3:  # labelled enough, or too few rows to rank
         return train, 0
-    chosen = pseudo_anomalies(views, fraction, seed)
+    chosen = pseudo_anomalies(views, missing, seed, np.flatnonzero(targets > 0))
     if len(chosen) == 0:
         return train, 0
     relabelled = targets.copy()
