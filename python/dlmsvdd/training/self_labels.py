@@ -28,7 +28,6 @@ from dlmsvdd_ext import LpSVDD, ops
 from .pretrain import target
 
 SUBSET = 4096  # rows the labeller is fitted on (a seeded draw); every training row is scored
-TOP_UP = False  # with fewer labelled anomalies than the fraction: self-label the others up to it
 
 
 class Relabelled(Dataset):
@@ -83,17 +82,15 @@ def pseudo_anomalies(views: torch.Tensor, count: int, seed: int, candidates: np.
 
 def relabel(train: Dataset, fraction: float, seed: int, batch_size: int = 256) -> tuple[Dataset, int]:
     """``train`` with the ``fraction`` of its rows most anomalous to the labeller labelled -1 when it
-    has no labelled anomaly (with ``TOP_UP``, also when it has fewer than that: the others up to the
-    count), and how many rows were self-labelled (0: ``train`` as it is)."""
+    has no labelled anomaly (else as it is: topping a few labels up with self-labels scored lower on
+    the development sets' validation rows, 0.8400 against 0.8464), and how many were labelled."""
     targets = targets_of(train)
-    if fraction <= 0 or (targets is not None and (targets < 0).any() and not TOP_UP):
+    if fraction <= 0 or (targets is not None and (targets < 0).any()):
         return train, 0
     views, targets = _inputs_and_targets(train, batch_size)
-    labelled = int((targets < 0).sum())
-    missing = int(round(fraction * len(targets))) - labelled if labelled else max(1, int(round(fraction * len(targets))))
-    if (labelled and not TOP_UP) or missing < 1 or len(targets) < 3:  # labelled enough, or too few rows to rank
+    if (targets < 0).any() or len(targets) < 3:  # labelled already, or too few rows to rank
         return train, 0
-    chosen = pseudo_anomalies(views, missing, seed, np.flatnonzero(targets > 0))
+    chosen = pseudo_anomalies(views, max(1, int(round(fraction * len(targets)))), seed)
     if len(chosen) == 0:
         return train, 0
     relabelled = targets.copy()
