@@ -62,6 +62,14 @@ def test_the_default_fits_without_labels(unlabelled):
     assert np.all(np.diff(model.predict_proba(X[:5]), axis=1) <= 1.0)
 
 
+def test_self_labelling_is_the_recipes_for_vectors_only_and_can_be_set():
+    from dlmsvdd import TrainConfig
+
+    assert TrainConfig().training_params(vectors=True)["self_labelling"] == 0.05
+    assert TrainConfig().training_params(vectors=False)["self_labelling"] == 0.0
+    assert TrainConfig(self_labelling=0.1).training_params(vectors=False)["self_labelling"] == 0.1
+
+
 def test_one_class_training_without_self_labelling_takes_nu_one():
     model = DLMSVDD(self_labelling=0.0, **FAST).fit(_gaussian(200))
     assert model.self_labelled_ == 0 and model.svdd_.nu_ == 1.0
@@ -138,12 +146,17 @@ def test_exports_flag_far_rows_and_agree_with_python(unlabelled, fmt, tmp_path):
 
 
 def test_beyond_the_farthest_training_row_scores_rise_with_the_distance_above_every_normal(unlabelled):
-    """Rows on the ray through the farthest training row, just beyond it and farther: f strictly
-    increasing, above every calibration score (the smallest p-value) and flagged at fpr=0.05."""
+    """Rows on the ray through the farthest row the fit was given, beyond it by more than one median
+    radius and farther: f strictly increasing, above every calibration score (the smallest p-value)
+    and flagged at fpr=0.05; just beyond it, f rises with the distance too (the kernel's factor)."""
     model, X = unlabelled
     mean = X.mean(0)
-    far = X[np.argmax(np.linalg.norm(X - mean, axis=1))] - mean
-    rows = np.stack([mean + t * far for t in (1.002, 1.01, 1.1, 2.0, 10.0, 1e3)]).astype(np.float32)
+    distances = np.linalg.norm(X - mean, axis=1)
+    far = X[np.argmax(distances)] - mean
+    start = 1 + 1.01 * np.median(distances) / distances.max()  # one median radius beyond the farthest row
+    near = np.stack([mean + t * far for t in (1.001, 1.01, 1.05)]).astype(np.float32)
+    assert (np.diff(model.dissimilarity(near)) > 0).all()
+    rows = np.stack([mean + t * far for t in (start, start + 0.01, 2 * start, 10.0, 1e3)]).astype(np.float32)
     f = model.dissimilarity(rows)
     assert (np.diff(f) > 0).all()
     assert f[0] > model.calibration_.scores.max() and f[0] > model.decision_scores_.max()
@@ -247,4 +260,4 @@ def test_cli_image_run_without_labels(tmp_path):
     assert main(["train", "--data", "digits", "--ratio", "0", "--backbone", "small_cnn", "--weights", "none",
                  "--epochs", "1", "--verbose", "0", "--output", str(run)]) == 0
     model = DLMSVDD.load(run / "model.pt")
-    assert model.self_labelled_ > 0
+    assert model.self_labelled_ == 0 and model.svdd_.nu_ == 1.0  # images train one-class (the recipe's)

@@ -105,7 +105,7 @@ def build_scorer(model) -> Scorer:
     calibration = None if model.calibration_ is None else torch.from_numpy(model.calibration_.scores)
     boundary = PortableBoundary(model.svdd_)
     if network.guard is not None:  # rows beyond the data score above it, as DLMSVDD scores them
-        boundary = guard.GuardedScore(boundary, float(network.guard.floor))
+        boundary = guard.GuardedScore(boundary, float(network.guard.floor), network.guard.floor_start())
     scorer = Scorer(spec.module(), network, boundary, model.threshold_, spec.expects(),
                     spec.float_range, calibration, getattr(spec, "missing_taken", False))
     return scorer.eval().requires_grad_(False)

@@ -20,17 +20,19 @@ alpha-step from the boundary's ``gamma`` so that a row one median radius ``r_med
 ``|u|`` of the training rows) beyond ``R`` keeps ``exp(-STRENGTH)`` = 1% of its kernel values:
 ``gamma w^2 r_med^2 = STRENGTH``.
 
-The kernel alone lets such a row's f approach the boundary's largest value; rows just beyond the
-data, and models whose normal rows already score near that value, need more. So the score of a row
-with ``e > 0`` is set above every score within the data: ``max(f, floor) + w e``, with ``floor``
+The kernel alone lets such a row's f approach the boundary's largest value; models whose normal rows
+already score near that value need more. So the score of a row more than one median radius beyond
+the data (``e > r_med``) is set above every score within it: ``max(f, floor) + w e``, with ``floor``
 the largest f of the training, validation and calibration rows (``floor_scores``, set when the
 boundary is refitted and at ``calibrate``). ``R`` and the mean are taken over every row the fit
 is given, its validation rows included, so the validation normals that calibrate the p-values lie
 within the data too. A clean normal row lands beyond every one of those n rows with probability at
 most 1 / (n + 1) (they are exchangeable), so the rule costs at most that in false alarms (the
-conformal ``fpr`` becomes at most ``fpr + 1 / (n + 1)``), and every row beyond the data is flagged,
-at the default threshold and at any ``fpr`` the calibration set can reach, and scored higher the
-farther out it lies.
+conformal ``fpr`` becomes at most ``fpr + 1 / (n + 1)``), and every row well beyond the data is
+flagged, at the default threshold and at any ``fpr`` the calibration set can reach, and scored
+higher the farther out it lies. Rows less than a median radius beyond ``R`` keep the kernel's
+score: test images of a class that lie just outside its training images (as on digits) would
+otherwise all rank above every anomaly within the data.
 
 The network's input and the guard's coordinate are clipped at ``LIMIT`` (orders of magnitude beyond
 any training row), so a row of 1e20 stays finite through the network and the kernel in float32 and
@@ -104,6 +106,10 @@ class DistanceGuard(nn.Module):
         self.median_radius.fill_(float(distances.median()) or 1.0)  # identical rows: any unit will do
         return {"radius": float(self.radius), "median_radius": float(self.median_radius)}
 
+    def floor_start(self) -> float:
+        """The coordinate ``w r_med`` of a row one median radius beyond ``R``, where the floor starts."""
+        return float(self.weight) * float(self.median_radius)
+
     @torch.no_grad()
     def set_bandwidth(self, gamma: float) -> None:
         """w for the boundary's gamma: gamma w^2 r_med^2 = STRENGTH (training rows are unaffected:
@@ -111,19 +117,20 @@ class DistanceGuard(nn.Module):
         self.weight.fill_(math.sqrt(STRENGTH / gamma) / float(self.median_radius))
 
 
-def floor_scores(f: torch.Tensor, column: torch.Tensor, floor: float) -> torch.Tensor:
-    """The score of a row beyond the data (guard coordinate ``column`` > 0): above every score
-    within it, ``max(f, floor) + column``, so higher the farther out; other rows keep ``f``."""
+def floor_scores(f: torch.Tensor, column: torch.Tensor, floor: float, start: float) -> torch.Tensor:
+    """The score of a row well beyond the data (guard coordinate ``column`` above ``start``, one
+    median radius beyond ``R``): above every score within it, ``max(f, floor) + column``, so higher
+    the farther out; other rows keep ``f``."""
     above = torch.clamp(f, min=floor) + column.to(f.dtype)
-    return torch.where(column > 0, above, f)
+    return torch.where(column > start, above, f)
 
 
 class GuardedScore(nn.Module):
     """``boundary(z)`` with ``floor_scores`` applied (z's last column is the guard's), for exports."""
 
-    def __init__(self, boundary: nn.Module, floor: float):
+    def __init__(self, boundary: nn.Module, floor: float, start: float):
         super().__init__()
-        self.boundary, self.floor = boundary, float(floor)
+        self.boundary, self.floor, self.start = boundary, float(floor), float(start)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return floor_scores(self.boundary(z), z[:, -1], self.floor)
+        return floor_scores(self.boundary(z), z[:, -1], self.floor, self.start)

@@ -507,7 +507,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         self.self_labelled_, self.self_labels_ = 0, None
         if cfg.nu == "auto":  # without labelled anomalies, label a few (training.self_labels)
-            train, self.self_labelled_ = self_labels.relabel(train, cfg.self_labelling, cfg.seed)
+            fraction = cfg.training_params(train[0][0].dim() == 1)["self_labelling"]  # the recipe's, unless set
+            train, self.self_labelled_ = self_labels.relabel(train, fraction, cfg.seed)
             self.self_labels_ = train.targets if self.self_labelled_ else None
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
@@ -769,8 +770,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         rows beyond the data scored above it (``guard.floor_scores``) unless ``guarded`` is False."""
         f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
         if guarded and self.network_.guard is not None:
+            distance_guard = self.network_.guard
             f = guard.floor_scores(torch.as_tensor(f), feats[:, -1].to(torch.as_tensor(f).device),
-                                   float(self.network_.guard.floor))
+                                   float(distance_guard.floor), distance_guard.floor_start())
         if self.group_ is not None:
             f, targets = self.group_.gather(f, n), self.group_.gather(targets.to(f.device), n)
         return f.cpu().numpy(), targets.cpu().numpy()
