@@ -95,12 +95,17 @@ def dlmsvdd_vectors(X, s, seed):
     return lambda Z: model.dissimilarity(Z.astype(np.float32))
 
 
-def dlmsvdd_without_labels(X, s, seed):
-    """The same rows without their labels: ``fit(X)`` (issue 38: labels must never hurt)."""
+def dlmsvdd_scorer(X, y, seed, **overrides):
+    """DLMSVDD at its defaults (and ``overrides``) fitted on float32 rows; its scorer."""
     from dlmsvdd import DLMSVDD
 
-    model = DLMSVDD(seed=seed, verbose=0).fit(X.astype(np.float32))
+    model = DLMSVDD(seed=seed, verbose=0, **overrides).fit(X.astype(np.float32), y)
     return lambda Z: model.dissimilarity(Z.astype(np.float32))
+
+
+def dlmsvdd_without_labels(X, s, seed):
+    """The same rows without their labels: ``fit(X)`` (issue 38: labels must never hurt)."""
+    return dlmsvdd_scorer(X, None, seed)
 
 
 def lpsvdd_without_labels(X, s, seed):

@@ -19,22 +19,16 @@ from sklearn.svm import OneClassSVM
 from dlmsvdd_ext import LpSVDD
 
 from benchmarks import adbench_protocol as protocol
-from benchmarks.adbench_methods import _version
+from benchmarks.adbench_methods import _version, dlmsvdd_scorer
 from benchmarks.adbench_protocol import MethodSkipped
 
 def dlmsvdd_default(X, seed):
-    from dlmsvdd import DLMSVDD
-
-    model = DLMSVDD(seed=seed, verbose=0).fit(X.astype(np.float32))
-    return lambda Z: model.dissimilarity(Z.astype(np.float32))
+    return dlmsvdd_scorer(X, None, seed)
 
 
 def dlmsvdd_one_class(X, seed):
     """The ablation: no self-labelling (one-class training, nu = 1)."""
-    from dlmsvdd import DLMSVDD
-
-    model = DLMSVDD(seed=seed, verbose=0, self_labelling=0.0).fit(X.astype(np.float32))
-    return lambda Z: model.dissimilarity(Z.astype(np.float32))
+    return dlmsvdd_scorer(X, None, seed, self_labelling=0.0)
 
 
 def lpsvdd_default(X, seed):

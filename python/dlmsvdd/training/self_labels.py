@@ -67,17 +67,15 @@ def targets_of(data: Dataset) -> np.ndarray | None:
     return None if targets is None else np.asarray(targets)
 
 
-def pseudo_anomalies(views: torch.Tensor, count: int, seed: int, candidates: np.ndarray | None = None) -> np.ndarray:
-    """Indices of the ``count`` rows among ``candidates`` (default: all) that LpSVDD one-class,
-    fitted on a seeded subset of at most SUBSET of the candidates, scores as most anomalous."""
-    candidates = np.arange(len(views)) if candidates is None else np.asarray(candidates)
-    rng = np.random.default_rng(seed)
-    subset = np.sort(candidates[rng.permutation(len(candidates))[:SUBSET]])
+def pseudo_anomalies(views: torch.Tensor, count: int, seed: int) -> np.ndarray:
+    """Indices of the ``count`` rows that LpSVDD one-class, fitted on a seeded subset of at most
+    SUBSET of them, scores as most anomalous."""
+    subset = np.sort(np.random.default_rng(seed).permutation(len(views))[:SUBSET])
     if count < 1 or not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: no ranking
         return np.arange(0)
     labeller = LpSVDD(nu=1.0, random_state=seed).fit(views[subset])
-    scores = np.asarray(labeller.dissimilarity(views[candidates]))
-    return np.sort(candidates[np.argsort(-scores, kind="stable")[:count]])
+    scores = np.asarray(labeller.dissimilarity(views))
+    return np.sort(np.argsort(-scores, kind="stable")[:count])
 
 
 def relabel(train: Dataset, fraction: float, seed: int, batch_size: int = 256) -> tuple[Dataset, int]:

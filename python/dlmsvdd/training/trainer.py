@@ -768,11 +768,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                          guarded: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """f and the targets of this process's features, gathered over the processes (n in all);
         rows beyond the data scored above it (``guard.floor_scores``) unless ``guarded`` is False."""
-        f, targets = self.svdd_.dissimilarity(feats), torch.as_tensor(targets)
+        f, targets = torch.as_tensor(self.svdd_.dissimilarity(feats)), torch.as_tensor(targets)
         if guarded and self.network_.guard is not None:
             distance_guard = self.network_.guard
-            f = guard.floor_scores(torch.as_tensor(f), feats[:, -1].to(torch.as_tensor(f).device),
-                                   float(distance_guard.floor), distance_guard.floor_start())
+            f = guard.floor_scores(f, feats[:, -1].to(f.device), float(distance_guard.floor),
+                                   distance_guard.floor_start())
         if self.group_ is not None:
             f, targets = self.group_.gather(f, n), self.group_.gather(targets.to(f.device), n)
         return f.cpu().numpy(), targets.cpu().numpy()
