@@ -39,7 +39,7 @@ CONSTRAINTS: dict[str, list] = {
     "c1": [Interval(Real, 0, math.inf, closed="neither"), None],
     "c2": [Interval(Real, 0, math.inf, closed="neither"), None],
     "gamma": [StrOptions({"local", "median"}), Interval(Real, 0, math.inf, closed="neither"), StrOptions({"per-epoch"})],
-    "kernel": [StrOptions(set(BACKENDS))],
+    "kernel": [StrOptions(set(BACKENDS) | {"auto"})],
     "n_components": [Interval(Integral, 1, None, closed="left")],
     "solver": [StrOptions(set(METHODS))],
     "max_iter": [Interval(Integral, 0, None, closed="left")],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 
@@ -11,12 +12,14 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import conformal, kernels, ops, params, tabular
+from . import conformal, kernel_choice, kernels, ops, params, tabular
+from .progress import ProductProgress
 from .dual import DualProblem
 from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
 from .validation import check_features, check_gamma
 
 KERNELS = kernels.BACKENDS
+log = logging.getLogger("dlmsvdd")
 MEDIAN_SAMPLES = 2000  # rows the median bandwidth is estimated from (a seeded subset)
 # nu="auto" with labelled anomalies (without them nu is 1). The paper's 1.2 puts 0.1 of the weight on
 # the labelled anomalies against 1.1 on the unlabelled rows: at c = 1/n the weights stay near uniform,
@@ -107,9 +110,15 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         median's width smooths the score over the whole data set);
         "per-epoch" re-estimates the median's at every fit, warm-started or not.
     kernel : str
-        "exact", or an approximation of rank m = n_components: "nystrom",
-        "rff", "qmc_rff", "orf", "sorf", "fastfood", "rpcholesky" (see
-        ``dlmsvdd_ext.kernels``). The alpha-step then costs O(n m).
+        "auto" (default): the exact kernel up to ``kernel_choice.EXACT_MAX_ROWS``
+        = 10,000 training rows, Nystrom at m = min(n_components,
+        ``kernel_choice.AUTO_COMPONENTS`` = 256) above (chosen from measured
+        times and AUROCs, ``dlmsvdd_ext.kernel_choice``); the choice is
+        ``kernel_``, logged when it changes. "exact" (an exact fit estimated
+        longer than a minute warns first, ``SlowFitWarning``), or an
+        approximation of rank m = n_components: "nystrom", "rff", "qmc_rff",
+        "orf", "sorf", "fastfood", "rpcholesky" (see ``dlmsvdd_ext.kernels``).
+        The alpha-step then costs O(n m).
     n_components : int
         Approximation budget m (unused by the exact kernel). Nystrom and
         RPCholesky take their landmarks from the training set: a larger m is
@@ -178,7 +187,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     _parameter_constraints = params.CONSTRAINTS
 
-    def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="local", kernel="exact", n_components=256,
+    def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="local", kernel="auto", n_components=256,
                  solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1, recovery="kkt",
                  random_state=None, device=None, warm_start=False, categorical=None, missing=None):
         self.p = p
@@ -235,12 +244,19 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         problem.check_range(X_t.dtype, scores_only=True)  # scores are computed in the features' dtype
         self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
             X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state), one_class=not bool((t < 0).any()))
+        estimate = self._choose_kernel(X_t)
         start = time.perf_counter()
         backend = self._backend(X_t.shape[0]).fit(X_t)
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
         built = _synchronized_clock(X_t.device)
-        result = solve(operator, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
-                       alpha0=None if restart else self._warm_alpha(t))
+        if estimate is not None and estimate > kernel_choice.PROGRESS_SECONDS and self.solver == "apg":
+            operator = ProductProgress(operator, self.max_iter, f"LpSVDD exact kernel, {X_t.shape[0]:,} rows")
+        try:
+            result = solve(operator, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
+                           alpha0=None if restart else self._warm_alpha(t))
+        finally:
+            if isinstance(operator, ProductProgress):
+                operator.close()
         # a spectral map's K_ii = ||Z_i||^2 is not 1: its scores use it (see dissimilarity)
         diag = None if backend.unit_diagonal else operator.diagonal()
         boundary = recover_boundary(problem, result.alpha, result.Ka, self.recovery, diag=diag)
@@ -321,6 +337,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                               device=X_t.device)
         torch.distributed.all_reduce(counts)
         n, n_normal, n_anomaly = (int(c) for c in counts.tolist())
+        self._choose_kernel(X_t, n_rows=n)  # "auto" never picks rpcholesky
         shard = distributed.Shard(n)
         if X_t.shape[0] != shard.size:
             raise ValueError(f"rank {shard.rank} has {X_t.shape[0]} rows; the split of {n} rows over "
@@ -335,7 +352,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if backend.is_exact:
             op = distributed.ShardedExact(shard, X_t, self.gamma_)
         else:
-            if self.kernel == "nystrom":
+            if self.kernel_ == "nystrom":
                 backend.fit_landmarks(X_t, shard.rows(X_t, backend.landmark_indices(n)))
             else:  # a spectral map depends on the seed and the dimension only: the same on every rank
                 backend.fit(X_t)
@@ -380,16 +397,29 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         scale = 1.0 if self.gamma != "local" else LOCAL_GAMMA_SCALE_ONE_CLASS if one_class else LOCAL_GAMMA_SCALE
         return check_gamma(scale / median_sq, dtype)
 
+    def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None) -> float | None:
+        """``kernel_`` and its budget for a fit on these rows (``n_rows`` of them in all: sharded,
+        every rank's), said in the log when it changes; before an exact kernel on many rows, its
+        estimated seconds (a warning when that is long: ``kernel_choice.warn_if_slow``)."""
+        n = X_t.shape[0] if n_rows is None else n_rows
+        previous = getattr(self, "kernel_", None)
+        self.kernel_, self._budget = kernel_choice.choose(self.kernel, self.n_components, n)
+        if self.kernel == kernel_choice.AUTO and self.kernel_ != previous:
+            log.info(kernel_choice.describe(self.kernel, self.n_components, n))
+        if self.kernel_ != "exact":
+            return None
+        return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size, stacklevel=4)
+
     def _backend(self, n: int) -> kernels.KernelBackend:
-        """The kernel backend for n training samples, its budget cut to what it can build."""
-        m = self.n_components
-        limit = kernels.max_components(self.kernel, n)
+        """The kernel backend (``kernel_``) for n training samples, its budget cut to what it can build."""
+        m = self._budget
+        limit = kernels.max_components(self.kernel_, n)
         if limit is not None and m > limit:
-            warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel} takes its "
+            warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel_} takes its "
                           f"landmarks from; using {limit}", stacklevel=3)
             m = limit
         self.n_components_ = m
-        return kernels.make(self.kernel, self.gamma_, m, self.random_state)
+        return kernels.make(self.kernel_, self.gamma_, m, self.random_state)
 
     def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float):
         """The fitted attributes from a solve; X_t (all rows) is needed for the
@@ -661,7 +691,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_", "kernel_")
 
     def state_dict(self) -> dict:
         """The hyper-parameters and the fitted boundary, as plain tensors and numbers.
@@ -712,6 +742,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         # States saved before distance_scores_ scored spectral maps with k(x, x) = 1 (their offset_ too): kept.
         model.distance_scores_ = False
         model.threshold_rule_ = model._rule()  # states saved before it was kept: their contamination's
+        # states saved before kernel="auto" named the kernel their parameter gave
+        model.kernel_ = state["params"].get("kernel", "exact")
         for k, v in state["scalars"].items():
             setattr(model, k, v)
         model.alpha_, model.labels_ = state["alpha"].numpy(), state["labels"].numpy()

@@ -58,7 +58,7 @@ def records():
     out = []
     for (backend, m), (aurocs, build, solve, peak, rank) in RUNS.items():
         for cls, auroc in enumerate(aurocs):
-            cfg = TrainConfig(data="digits", backend=backend, n_components=m or 1024, normal_class=cls).to_dict()
+            cfg = TrainConfig(data="digits", kernel=backend, n_components=m or 1024, normal_class=cls).to_dict()
             out.append({"name": f"{backend}{m}c{cls}", "config": cfg, "test": {"auroc": auroc},
                         "timing": {"mean_seconds_build": build, "mean_seconds_solve": solve + 0.1 * cls},
                         "alpha_step": {"peak_bytes": int(peak * 2**20), "rank": rank,
@@ -68,7 +68,7 @@ def records():
 
 def test_points_summarise_each_backend_and_budget():
     pts = approx_study.points(records())
-    assert [(p.backend, p.m) for p in pts] == list(RUNS)
+    assert [(p.kernel, p.m) for p in pts] == list(RUNS)
     nystrom = pts[2]
     assert (nystrom.auroc.mean, nystrom.auroc.std) == pytest.approx((0.98, 0.01))
     assert (nystrom.build.mean, nystrom.solve.mean, nystrom.fit.mean) == pytest.approx((0.2, 1.55, 1.75))
@@ -82,14 +82,14 @@ def test_points_summarise_each_backend_and_budget():
 def test_tables_and_figure(tmp_path):
     pts = approx_study.points(records())
     full = approx_study.markdown(pts, "study").splitlines()
-    assert full[2].startswith("| backend | m | Z columns | AUROC | build (s) | solve (s) | fit (s) | peak (MB)")
+    assert full[2].startswith("| kernel | m | Z columns | AUROC | build (s) | solve (s) | fit (s) | peak (MB)")
     assert full[4] == "| exact | – | – | 0.9800 ± 0.0100 | 0.5 | 3.05 | 3.55 | 40 |  |"
     assert full[6] == "| nystrom | 128 | 120 | 0.9800 ± 0.0100 | 0.2 | 1.55 | 1.75 | 6 | yes |"
     front = approx_study.pareto_markdown(pts, "front")
     # Table IV: the exact reference (even when dominated) and the efficient points
     assert "| rff | 32 |" not in front and "| rff | 128 |" in front and "| exact |" in front
     csv_lines = approx_study.csv(pts).splitlines()
-    assert csv_lines[0].startswith("backend,m,z_columns,n_runs,auroc_mean,auroc_std")
+    assert csv_lines[0].startswith("kernel,m,z_columns,n_runs,auroc_mean,auroc_std")
     assert len(csv_lines) == 1 + len(RUNS)
     path = tmp_path / "fig.png"
     approx_study.plot(pts, path, "a title")
@@ -110,4 +110,4 @@ def test_the_study_applies_when_only_backend_and_budget_vary():
     assert approx_study.applies(records())
     frozen = [dict(r, config={**r["config"], "frozen": i % 2 == 0}) for i, r in enumerate(records())]
     assert not approx_study.applies(frozen)
-    assert not approx_study.applies([r for r in records() if r["config"]["backend"] == "exact"])
+    assert not approx_study.applies([r for r in records() if r["config"]["kernel"] == "exact"])

@@ -36,12 +36,12 @@ def test_demo_trains_and_prints_the_test_auroc(tmp_path, capsys):
 def test_train_from_yaml_then_evaluate_and_score(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_text("data: digits\nbackbone: small_cnn\nweights: null\nepochs: 1\nnormal_class: 5\n"
-                      "backend: rff\nn_components: 64\nverbose: 0\n")
+                      "kernel: rff\nn_components: 64\nverbose: 0\n")
     out = tmp_path / "run"
     assert main(["train", "--config", str(config), "--ratio", "0.5", "--output", str(out)]) == 0
     capsys.readouterr()
     saved = (out / "config.yaml").read_text()
-    assert "normal_class: 5" in saved and "ratio: 0.5" in saved and "backend: rff" in saved
+    assert "normal_class: 5" in saved and "ratio: 0.5" in saved and "kernel: rff" in saved
     metrics = json.loads((out / "metrics.json").read_text())
 
     assert main(["evaluate", str(out), "--json", str(tmp_path / "eval.json")]) == 0

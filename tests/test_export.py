@@ -71,7 +71,7 @@ def _model(trained, task, backend):
     if backend == "exact":
         return trained
     backbone = copy.deepcopy(trained.network_.backbone)
-    return DLMSVDD(_config(backend=backend, frozen=True), backbone=backbone).fit(task.train, task.val)
+    return DLMSVDD(_config(kernel=backend, frozen=True), backbone=backbone).fit(task.train, task.val)
 
 
 def _torchscript(path):

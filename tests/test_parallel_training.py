@@ -35,7 +35,7 @@ def config(**values) -> TrainConfig:
 
 
 def test_joint_training_on_two_processes_loads_in_one(tmp_path):
-    done = torchrun(tmp_path, "--epochs", "3", "--backend", "exact", "--output", "run")
+    done = torchrun(tmp_path, "--epochs", "3", "--kernel", "exact", "--output", "run")
     folder = tmp_path / "run"
     assert done.stdout.count("test AUROC") == 1  # rank 0 reports, rank 1 stays quiet
     result = json.loads((folder / "metrics.json").read_text())
@@ -57,9 +57,9 @@ def test_joint_training_on_two_processes_loads_in_one(tmp_path):
 def test_frozen_run_on_two_processes_equals_the_single_process_run(tmp_path):
     """No omega-step: the sharded feature pass, bandwidth, alpha-step and
     scores must reproduce one process's (same solver) to rounding."""
-    torchrun(tmp_path, "--frozen", "--backend", "rff", "--n-components", "128", "--solver", "pairwise", "--output", "run")
+    torchrun(tmp_path, "--frozen", "--kernel", "rff", "--n-components", "128", "--solver", "pairwise", "--output", "run")
     saved = np.loadtxt(tmp_path / "run" / "test_scores.csv", delimiter=",", skiprows=1)
-    cfg = config(frozen=True, backend="rff", n_components=128, solver="pairwise")
+    cfg = config(frozen=True, kernel="rff", n_components=128, solver="pairwise")
     task = run.build_task(cfg)
     single = DLMSVDD(cfg).fit(task.train, task.val)
     f_test, t_test = single.scores(task.test)

@@ -26,9 +26,9 @@ def test_every_preset_loads_at_paper_and_digits_size():
         small = presets.load(name, digits=True)
         assert all(values["data"] == "digits" and values["backbone"] == "small_cnn" for _, values in small.tasks())
     approx = presets.load("approx", digits=True)
-    budgets = {values.get("n_components") for _, values in approx.tasks() if values["backend"] != "exact"}
+    budgets = {values.get("n_components") for _, values in approx.tasks() if values["kernel"] != "exact"}
     assert budgets == {32, 128, 512}
-    assert sum(values["backend"] == "exact" for _, values in approx.tasks()) == 10  # once per class, not per m
+    assert sum(values["kernel"] == "exact" for _, values in approx.tasks()) == 10  # once per class, not per m
 
 
 def test_digits_presets_train_the_default_a_user_gets_from_scratch():
@@ -118,8 +118,8 @@ def test_approx_sweep_and_report_from_the_command_line(tmp_path, capsys):
     spec.write_text(yaml.safe_dump({"description": "tiny study",
                                     "base": {"data": "cifar10", "ratio": 0.1, "normal_class": 4},
                                     "grid": {"seed": [0]},
-                                    "parts": [{"backend": ["exact"]},
-                                              {"backend": ["rff", "nystrom"], "n_components": [16, 32]}],
+                                    "parts": [{"kernel": ["exact"]},
+                                              {"kernel": ["rff", "nystrom"], "n_components": [16, 32]}],
                                     "digits": {"epochs": 1}}))
     out = tmp_path / "sweep"
     assert main(["presets", str(spec), "--digits"]) == 0
@@ -128,16 +128,16 @@ def test_approx_sweep_and_report_from_the_command_line(tmp_path, capsys):
     assert "5 done, 0 failed" in capsys.readouterr().out
     assert main(["report", str(out), "--output", str(tmp_path / "report")]) == 0
     printed = capsys.readouterr().out
-    assert "every backend and budget" in printed and "Pareto-efficient points" in printed
+    assert "every kernel and budget" in printed and "Pareto-efficient points" in printed
     points = list(csv.DictReader((tmp_path / "report" / "approx_study.csv").open()))
-    assert [(p["backend"], p["m"]) for p in points] == [("exact", ""), ("nystrom", "16"), ("nystrom", "32"),
+    assert [(p["kernel"], p["m"]) for p in points] == [("exact", ""), ("nystrom", "16"), ("nystrom", "32"),
                                                         ("rff", "16"), ("rff", "32")]
-    records = {(r["config"]["backend"], r["config"]["n_components"]): r for r in tables.load_records(out)}
+    records = {(r["config"]["kernel"], r["config"]["n_components"]): r for r in tables.load_records(out)}
     rff = records["rff", 32]
     assert float(points[4]["auroc_mean"]) == pytest.approx(rff["test"]["auroc"])
     assert float(points[4]["peak_mb_mean"]) == pytest.approx(rff["alpha_step"]["peak_bytes"] / 2**20)
     assert (tmp_path / "report" / "approx_study.png").stat().st_size > 10_000
-    exact = json.loads((out / "seed=0,backend=exact" / "result.json").read_text())
+    exact = json.loads((out / "seed=0,kernel=exact" / "result.json").read_text())
     assert exact["alpha_step"]["full_kernel_bytes"] == rff["alpha_step"]["n_train"] ** 2 * 4
 
 

@@ -12,7 +12,7 @@ from dlmsvdd.experiments.sweep import Sweep, collect, run_sweep
 
 BASE = {"data": "digits", "backbone": "small_cnn", "weights": None, "epochs": 2, "batch_size": 64, "lr": 1e-3,
         "n_components": 32}
-GRID = {"normal_class": [0, 1], "seed": [0, 1], "backend": ["exact", "rff"]}
+GRID = {"normal_class": [0, 1], "seed": [0, 1], "kernel": ["exact", "rff"]}
 
 
 def _write(path, base=BASE, grid=GRID):
@@ -24,12 +24,12 @@ def _write(path, base=BASE, grid=GRID):
 
 def test_sweep_runs_every_task_and_skips_finished_ones(tmp_path):
     sweep = Sweep(BASE, GRID)
-    assert len(sweep.tasks()) == 8 and sweep.tasks()[0][0] == "normal_class=0,seed=0,backend=exact"
+    assert len(sweep.tasks()) == 8 and sweep.tasks()[0][0] == "normal_class=0,seed=0,kernel=exact"
     records = run_sweep(sweep, tmp_path, progress=False)
     assert [r["status"] for r in records] == ["done"] * 8
     assert [r["task"] for r in records] == [name for name, _ in sweep.tasks()]
     assert all(0 <= r["test"]["auroc"] <= 1 for r in records)
-    assert records[3]["config"]["backend"] == "rff" and records[3]["config"]["seed"] == 1
+    assert records[3]["config"]["kernel"] == "rff" and records[3]["config"]["seed"] == 1
     stamps = {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/result.json")}
     run_sweep(sweep, tmp_path, progress=False)  # nothing left to do
     assert stamps == {p: p.stat().st_mtime_ns for p in tmp_path.glob("*/result.json")}
@@ -66,8 +66,8 @@ def test_a_failed_task_is_recorded_and_the_others_finish(tmp_path, capsys):
 def test_bad_grids_are_refused_before_running(tmp_path):
     with pytest.raises(ValueError, match="unknown configuration keys"):
         Sweep(BASE, {"learning_rate": [0.1]})
-    with pytest.raises(ValueError, match="backend must be one of"):
-        Sweep(BASE, {"backend": ["exact", "svd"]})
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        Sweep(BASE, {"kernel": ["exact", "svd"]})
     with pytest.raises(ValueError, match="non-empty list"):
         Sweep(BASE, {"seed": []})
     with pytest.raises(ValueError, match="engine must be one of"):

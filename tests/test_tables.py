@@ -35,10 +35,10 @@ def test_method_keys_are_the_varying_fields_other_than_task_axes():
     assert tables.method_keys(records) == ["frozen"]
     assert tables.method_label(records[1]["config"], ["frozen"]) == "frozen=True"
     assert tables.method_label(records[0]["config"], []) == "DLM-SVDD"
-    assert tables.method_label(record(0, 0, backend="exact", n_components=64)["config"],
-                               ["backend", "n_components"]) == "exact"
-    assert tables.method_label(record(0, 0, backend="rff", n_components=64)["config"],
-                               ["backend", "n_components"]) == "rff, m=64"
+    assert tables.method_label(record(0, 0, kernel="exact", n_components=64)["config"],
+                               ["kernel", "n_components"]) == "exact"
+    assert tables.method_label(record(0, 0, kernel="rff", n_components=64)["config"],
+                               ["kernel", "n_components"]) == "rff, m=64"
 
 
 def test_one_vs_rest_table_against_a_loop():

@@ -36,7 +36,7 @@ def _config(**kw):
 @pytest.fixture(scope="module", params=["exact", "nystrom", "rff"])
 def fitted(request, task):
     """One fit per backend family: exact, data-dependent, spectral."""
-    return DLMSVDD(_config(backend=request.param)).fit(task.train, task.val)
+    return DLMSVDD(_config(kernel=request.param)).fit(task.train, task.val)
 
 
 def test_fit_lowers_the_loss_and_detects(fitted, task):
@@ -173,7 +173,7 @@ def test_margin_violation_loss_against_a_loop():
 def test_bad_configuration_is_refused():
     for bad, match in ((dict(p=1.0), "p must be >= 1.1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(contamination=0.7), r"contamination must be a number in \(0, 0.5\]"),
-                       (dict(backend="svd"), "backend must be one of"), (dict(gamma=-1.0), "gamma must be"),
+                       (dict(kernel="svd"), "kernel must be one of"), (dict(gamma=-1.0), "gamma must be"),
                        (dict(ratio=-0.5), "ratio must be a number in"), (dict(backbone="vgg"), "backbone must be one of")):
         with pytest.raises(ValueError, match=match):
             DLMSVDD(_config(**bad))

@@ -95,7 +95,8 @@ TRAIN_FLAGS = {
                       "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper)",
     "--mlp-width": "the MLP's hidden width; its features: width // 2 (default: the recipe's, 128)",
     "--mlp-layers": "the MLP's hidden layers (default: the recipe's, 2)",
-    "--backend": "exact, nystrom, rff, qmc_rff, orf, sorf, fastfood or rpcholesky",
+    "--kernel": "auto (exact up to 10,000 training rows, nystrom with m <= 256 above), exact, nystrom, rff, "
+                "qmc_rff, orf, sorf, fastfood or rpcholesky (formerly --backend)",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
     "--nu": "margin weight nu >= 1, or auto (the default: 1.2 with labelled anomalies, 1 without; under "
@@ -123,7 +124,7 @@ TRAIN_FLAGS = {
     "--seed": "seed of every random draw",
     "--device": "auto, cpu, cuda or cuda:N",
     "--num-workers": "data-loader worker processes",
-    "--output": "run folder (default: runs/<data>-class<c>-<backend>-seed<s>-<time>)",
+    "--output": "run folder (default: runs/<data>-class<c>-<kernel>-seed<s>-<time>)",
     "--verbose": "0 quiet, 1 epoch bar, 2 batch bars too (and tracebacks of errors)",
 }
 # Spellings torchrun's own parser does not mistake for its options (it
@@ -145,10 +146,18 @@ def _field(flag: str) -> str:
     return flag.removeprefix("--no-").removeprefix("--").replace("-", "_")
 
 
+class _Renamed(argparse.Action):
+    """A flag of an earlier version: refused, with the name that replaced it (``const``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is now {self.const}: write {self.const} {values}")
+
+
 def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
     """The configuration's flags: absent unless given (so a --config file's values
     stand; "--weights none" is given), typed by the configuration's own rules;
     their help shows the value used when neither gives one (``defaults``, a TrainConfig)."""
+    from .training.checkpoints import RENAMED_FIELDS
     from .training.config import typed
 
     for flag, text in TRAIN_FLAGS.items():
@@ -161,6 +170,9 @@ def _add_train_flags(parser: argparse.ArgumentParser, defaults) -> None:
         parser.add_argument(flag, dest=_field(flag), action="store_true", default=argparse.SUPPRESS, help=text)
     for flag, text in OFF_SWITCHES.items():
         parser.add_argument(flag, dest=_field(flag), action="store_false", default=argparse.SUPPRESS, help=text)
+    for old, new in RENAMED_FIELDS.items():
+        parser.add_argument(f"--{old.replace('_', '-')}", action=_Renamed, const=f"--{new.replace('_', '-')}",
+                            help=argparse.SUPPRESS)
 
 
 def _given(args) -> dict:
@@ -207,6 +219,7 @@ def _print_result(result: dict, folder: Path) -> None:
 def _resume_config(args):
     """The unfinished run's own configuration, with --verbose and --device as given."""
     from .experiments import runs
+    from .training import checkpoints
     from .training.config import TrainConfig
 
     other = sorted(field for field in _given(args) if field not in RESUMABLE) + (["config"] if args.config else [])
@@ -218,7 +231,7 @@ def _resume_config(args):
         done = (Path(args.resume) / "model.pt").is_file()
         raise ValueError(f"{args.resume} holds no unfinished run (no {runs.CHECKPOINT}"
                          + ("; it finished: model.pt is there)" if done else ")"))
-    values = {**progress["config"], **{k: v for k, v in _given(args).items() if k in RESUMABLE}}
+    values = {**checkpoints.upgraded_config(progress["config"]), **{k: v for k, v in _given(args).items() if k in RESUMABLE}}
     return TrainConfig.from_dict({**values, "output": args.resume})
 
 
@@ -274,7 +287,7 @@ def _demo(args) -> int:
 
     cfg = demo_config(args)
     print(f"DLM-SVDD demo: scikit-learn digits, normal class {cfg.normal_class}, anomaly ratio {cfg.ratio}, "
-          f"small CNN, {cfg.backend} kernel, {cfg.training_params()['epochs']} epochs")
+          f"small CNN, {cfg.kernel} kernel, {cfg.training_params()['epochs']} epochs")
     model, result, folder = runs.train(cfg)
     _print_result(result, folder)
     if cfg.data != "digits":

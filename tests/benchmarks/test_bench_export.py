@@ -23,9 +23,9 @@ from dlmsvdd.experiments.kernel_bench import time_interleaved
 
 BATCH = 256
 CASES = {  # name: (config values, image size)
-    "small CNN, 8x8 grey, exact": (dict(backbone="small_cnn", backend="exact"), None),
-    "small CNN, 8x8 grey, nystrom m=256": (dict(backbone="small_cnn", backend="nystrom", n_components=256), None),
-    "ResNet-18, 64x64 RGB, exact": (dict(backbone="resnet18", backend="exact"), 64),
+    "small CNN, 8x8 grey, exact": (dict(backbone="small_cnn", kernel="exact"), None),
+    "small CNN, 8x8 grey, nystrom m=256": (dict(backbone="small_cnn", kernel="nystrom", n_components=256), None),
+    "ResNet-18, 64x64 RGB, exact": (dict(backbone="resnet18", kernel="exact"), 64),
 }
 
 

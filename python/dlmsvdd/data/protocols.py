@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from sklearn.model_selection import train_test_split
 from torch.utils.data import Dataset
 
@@ -133,6 +134,12 @@ class SplitRows(Dataset):
 
     def __getitem__(self, i):
         return self.rows[int(self.split.indices[i])], int(self.split.targets[i])
+
+    def take(self, positions: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Many rows in one call (their order in the split), and their targets: a batch without
+        a Python call per row (``dlmsvdd.training.batches``)."""
+        rows = torch.as_tensor(np.asarray(self.split.indices)[positions], dtype=torch.long)
+        return self.rows[rows], torch.as_tensor(np.asarray(self.split.targets)[positions], dtype=torch.long)
 
     @property
     def targets(self) -> np.ndarray:

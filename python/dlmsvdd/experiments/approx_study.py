@@ -21,7 +21,7 @@ from dlmsvdd_ext.kernels import BACKENDS
 from .plotting import pyplot
 from .tables import Stat, csv_rows, markdown_rows, method_keys
 
-STUDY_KEYS = {"backend", "n_components"}
+STUDY_KEYS = {"kernel", "n_components"}
 MB = 2**20
 
 
@@ -46,7 +46,7 @@ def pareto_efficient(values, maximize) -> np.ndarray:
 
 @dataclass
 class Point:
-    backend: str
+    kernel: str
     m: int | None  # the budget (config n_components); None for the exact kernel
     auroc: Stat
     build: Stat  # seconds per epoch
@@ -59,7 +59,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return "exact" if self.m is None else f"{self.backend} m={self.m}"
+        return "exact" if self.m is None else f"{self.kernel} m={self.m}"
 
 
 def applies(records: list[dict]) -> bool:
@@ -69,7 +69,7 @@ def applies(records: list[dict]) -> bool:
 
 
 def _budget(config: dict) -> int | None:
-    return None if config["backend"] == "exact" else int(config["n_components"])
+    return None if config["kernel"] == "exact" else int(config["n_components"])
 
 
 def points(records: list[dict]) -> list[Point]:
@@ -80,13 +80,13 @@ def points(records: list[dict]) -> list[Point]:
         if "alpha_step" not in r or "mean_seconds_build" not in r.get("timing", {}):
             raise ValueError(f"task {r.get('name')!r} has no alpha-step measurements (build / solve seconds, "
                              "peak memory): it was run before they were recorded; run it again")
-        groups.setdefault((r["config"]["backend"], _budget(r["config"])), []).append(r)
+        groups.setdefault((r["config"]["kernel"], _budget(r["config"])), []).append(r)
     out = []
-    for (backend, m), runs in sorted(groups.items(), key=lambda kv: (BACKENDS.index(kv[0][0]), kv[0][1] or 0)):
+    for (kernel, m), runs in sorted(groups.items(), key=lambda kv: (BACKENDS.index(kv[0][0]), kv[0][1] or 0)):
         build = [r["timing"]["mean_seconds_build"] for r in runs]
         solve = [r["timing"]["mean_seconds_solve"] for r in runs]
         ranks = [r["alpha_step"]["rank"] for r in runs if r["alpha_step"].get("rank") is not None]
-        out.append(Point(backend, m, Stat.of(r["test"]["auroc"] for r in runs), Stat.of(build), Stat.of(solve),
+        out.append(Point(kernel, m, Stat.of(r["test"]["auroc"] for r in runs), Stat.of(build), Stat.of(solve),
                          Stat.of(np.add(build, solve)), Stat.of(r["alpha_step"]["peak_bytes"] / MB for r in runs),
                          float(np.mean([r["alpha_step"]["full_kernel_bytes"] for r in runs])) / MB,
                          float(np.mean(ranks)) if ranks else None))
@@ -102,11 +102,11 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
-HEADER = ["backend", "m", "Z columns", "AUROC", "build (s)", "solve (s)", "fit (s)", "peak (MB)", "Pareto"]
+HEADER = ["kernel", "m", "Z columns", "AUROC", "build (s)", "solve (s)", "fit (s)", "peak (MB)", "Pareto"]
 
 
 def _markdown_row(p: Point) -> list:
-    return [p.backend, "–" if p.m is None else p.m, "–" if p.rank is None else f"{p.rank:.0f}", p.auroc.text(4),
+    return [p.kernel, "–" if p.m is None else p.m, "–" if p.rank is None else f"{p.rank:.0f}", p.auroc.text(4),
             _g(p.build.mean), _g(p.solve.mean), _g(p.fit.mean), _g(p.peak_mb.mean), "yes" if p.efficient else ""]
 
 
@@ -122,10 +122,10 @@ def pareto_markdown(pts: list[Point], title: str) -> str:
 
 
 def csv(pts: list[Point]) -> str:
-    header = ["backend", "m", "z_columns", "n_runs"] + [f"{name}_{part}" for name in
+    header = ["kernel", "m", "z_columns", "n_runs"] + [f"{name}_{part}" for name in
                                                         ("auroc", "build_s", "solve_s", "fit_s", "peak_mb")
                                                         for part in ("mean", "std")] + ["full_kernel_mb", "pareto"]
-    rows = [[p.backend, p.m, p.rank, p.auroc.n] + [v for s in (p.auroc, p.build, p.solve, p.fit, p.peak_mb)
+    rows = [[p.kernel, p.m, p.rank, p.auroc.n] + [v for s in (p.auroc, p.build, p.solve, p.fit, p.peak_mb)
                                                    for v in (s.mean, s.std)] + [p.full_kernel_mb, p.efficient]
             for p in pts]
     return csv_rows(header, rows)
@@ -164,7 +164,7 @@ def plot(pts: list[Point], path: Path, title: str = "") -> None:
     plt = pyplot()
     exact = next((p for p in pts if p.m is None), None)
     approx = [p for p in pts if p.m is not None]
-    backends = list(dict.fromkeys(p.backend for p in approx))
+    backends = list(dict.fromkeys(p.kernel for p in approx))
     colors = {b: plt.get_cmap("tab10")(i) for i, b in enumerate(backends)}
     budgets = sorted({p.m for p in approx})
 
@@ -175,7 +175,7 @@ def plot(pts: list[Point], path: Path, title: str = "") -> None:
               (ax_c, "peak_mb", "alpha-step peak memory (MB)", True, "(c) peak memory vs budget"))
     for ax, attr, ylabel, log, heading in panels:
         for b in backends:
-            series = [p for p in approx if p.backend == b]
+            series = [p for p in approx if p.kernel == b]
             x, stats = [p.m for p in series], [getattr(p, attr) for p in series]
             ax.plot(x, [s.mean for s in stats], "o-", color=colors[b], label=b, ms=4)
             _band(ax, x, stats, colors[b], log)
@@ -211,8 +211,8 @@ def plot(pts: list[Point], path: Path, title: str = "") -> None:
 def _pareto_panel(ax, exact, approx, colors, budgets):
     sizes = {m: 20 + 45 * i for i, m in enumerate(budgets)}  # marker area grows with m
     for p in approx:
-        ax.errorbar(p.fit.mean, p.auroc.mean, yerr=p.auroc.std, fmt="none", ecolor=colors[p.backend], alpha=0.3)
-        ax.scatter(p.fit.mean, p.auroc.mean, s=sizes[p.m], color=colors[p.backend], zorder=3,
+        ax.errorbar(p.fit.mean, p.auroc.mean, yerr=p.auroc.std, fmt="none", ecolor=colors[p.kernel], alpha=0.3)
+        ax.scatter(p.fit.mean, p.auroc.mean, s=sizes[p.m], color=colors[p.kernel], zorder=3,
                    edgecolors="k" if p.efficient else "none", linewidths=1.0)
     everything = approx + ([exact] if exact is not None else [])
     if exact is not None:

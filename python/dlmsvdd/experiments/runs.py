@@ -51,7 +51,7 @@ def pin_table(cfg: TrainConfig) -> TrainConfig:
 
 def default_output(cfg: TrainConfig) -> Path:
     task = f"table-{Path(cfg.path or 'table').stem}" if cfg.data == "table" else f"{cfg.data}-class{cfg.normal_class}"
-    return Path("runs") / f"{task}-{cfg.backend}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{task}-{cfg.kernel}-seed{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 CHECKPOINT = "checkpoint.pt"  # the training state of an unfinished run
@@ -116,7 +116,9 @@ def train(cfg: TrainConfig, resume: bool = False) -> tuple[DLMSVDD, dict, Path |
         f_test, t_test = model.scores(task.test)
         result = {"test": metrics.summary(t_test, f_test, model.threshold_), "threshold_rule": model.threshold_rule_,
                   "val": model.evaluate(task.val), "best_epoch": model.best_epoch_, "epochs": model.training_params_["epochs"],
-                  "warnings": model.warnings_, "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
+                  "warnings": model.warnings_, "kernel": model.kernel_,
+                  "n_components": None if model.kernel_ == "exact" else model.svdd_.n_components_,
+                  "seconds": seconds, "timing": run_outputs.timing_summary(model.history_),
                   "alpha_step": model.measure_alpha_step(task.train), "task_summary": task.summary(),
                   "device": str(model.device), "processes": 1 if model.group_ is None else model.group_.world_size,
                   "versions": versions()}

@@ -6,7 +6,7 @@ Writes, next to the task folders (or into ``output``):
 * ``auroc_<data>.{csv,md}``: one-vs-rest AUROC per class and mean (Table II layout);
 * ``long_tailed.{csv,md}``: balanced accuracy per rho / shot group (Table V layout);
 * ``approx_study.{csv,md}``, ``approx_pareto.{csv,md}``, ``approx_study.png``:
-  when the sweep varies only the backend and budget (Table IV, Fig. 4);
+  when the sweep varies only the kernel and budget (Table IV, Fig. 4);
 * ``methods.md``: with two methods or more, the Skillings-Mack test of them
   (average ranks, p-value) over data set x class x ratio blocks;
 * ``report.md``: all the Markdown tables, in that order.
@@ -83,7 +83,7 @@ def write_report(folder, output=None, keys=None) -> list[Path]:
         pts = approx_study.points(records)
         title = _study_title(records)
         _write(out / "approx_study.csv", approx_study.csv(pts), written)
-        full = approx_study.markdown(pts, f"{title}: every backend and budget")
+        full = approx_study.markdown(pts, f"{title}: every kernel and budget")
         front = approx_study.pareto_markdown(pts, f"{title}: Pareto-efficient points and the exact reference")
         _write(out / "approx_study.md", full, written)
         _write(out / "approx_pareto.md", front, written)

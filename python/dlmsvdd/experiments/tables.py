@@ -9,7 +9,7 @@
 A record is what a sweep task leaves in ``result.json`` (its config, test and
 validation metrics, timing). The *method* of a record is given by the config
 fields that vary across the sweep other than the task axes (data, class,
-seed, ratio, rho): backend, frozen, gamma, ... so an ablation's variants land
+seed, ratio, rho): kernel, frozen, gamma, ... so an ablation's variants land
 side by side. Standard deviations are population ones (numpy's default), so
 one seed gives 0, not NaN.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..training import checkpoints
 from . import sweep_folder
 
 log = logging.getLogger("dlmsvdd")
@@ -51,6 +52,8 @@ def load_records(folder) -> list[dict]:
             log.warning("%s: skipped, %s; a re-run of the sweep runs this task again", path, problem)
             skipped.append(f"{path} ({problem})")
         else:
+            # configurations written by earlier versions, under this one's field names
+            record = {**record, "config": checkpoints.upgraded_config(record.get("config", {}))}
             records.append({**record, "name": path.parent.name})
     if not records:
         raise ValueError(f"{folder}: no finished tasks (no readable */result.json"
@@ -72,13 +75,13 @@ def method_keys(records: list[dict]) -> list[str]:
 
 
 def method_label(config: dict, keys) -> str:
-    """'rff, m=128', 'frozen=True, gamma=median': the backend by its name, the budget
+    """'rff, m=128', 'frozen=True, gamma=median': the kernel by its name, the budget
     as m (none for the exact kernel), other fields as key=value; one method: 'DLM-SVDD'."""
     parts = []
     for k in keys:
-        if k == "backend":
+        if k == "kernel":
             parts.append(str(config.get(k)))
-        elif not (k == "n_components" and config.get("backend") == "exact"):
+        elif not (k == "n_components" and config.get("kernel") == "exact"):
             parts.append(f"{'m' if k == 'n_components' else k}={config.get(k)}")
     return ", ".join(parts) or "DLM-SVDD"
 

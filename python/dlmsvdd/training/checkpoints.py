@@ -35,6 +35,19 @@ FORMAT = 1  # the layout of both kinds; a reader refuses a newer one
 MODEL, TRAINING = "model", "training"
 # fields of the configuration a resumed run may change: they do not change the numbers
 RUN_ONLY = ("verbose", "device", "output")
+# configuration fields renamed since earlier versions wrote them: old name -> new name. Stored
+# configurations (models, checkpoints, run records) are read under the new names
+# (``upgraded_config``); a user's configuration that spells the old one is refused, with the new.
+RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
+
+
+def upgraded_config(values: dict) -> dict:
+    """A stored configuration under this version's field names (``RENAMED_FIELDS``)."""
+    values = dict(values)
+    for old, new in RENAMED_FIELDS.items():
+        if old in values:
+            values.setdefault(new, values.pop(old))
+    return values
 
 
 def write(path, state: dict, kind: str) -> None:
@@ -180,6 +193,7 @@ def check_config(state: dict, config: dict, path, resolved: dict | None = None) 
         saved = state.get(key)
         if saved is None or here is None:  # states written before 'resolved' was stored
             continue
+        saved = upgraded_config(saved)
         differ = sorted(k for k in set(saved) | set(here) if k not in RUN_ONLY and saved.get(k) != here.get(k))
         if differ:
             pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in differ)

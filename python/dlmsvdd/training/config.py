@@ -37,7 +37,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
-from .checkpoints import RUN_ONLY
+from .checkpoints import RENAMED_FIELDS, RUN_ONLY
 from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE,
                      SMALL_CNN_WIDTH, small_cnn_parameters)
 from .selection import RULES
@@ -51,10 +51,10 @@ DIVERGENCE = ("rollback", "error")
 # (training.selection). docs/user-guide/detector.md, "Recipes".
 RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
                      "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS,
-                     "self_labelling": 0.0},
+                     "self_labelling": 0.0, "epoch_rows": 0},
            "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                        "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 4, "mlp_width": MLP_WIDTH,
-                       "mlp_layers": MLP_LAYERS, "self_labelling": 0.0}}
+                       "mlp_layers": MLP_LAYERS, "self_labelling": 0.0, "epoch_rows": 0}}
 # A recipe's values that differ for one backbone. The MLP from scratch on feature vectors trains 15
 # epochs: chosen on ADBench's development sets by validation AUROC on rows held out of each task's
 # training rows (tests/benchmarks/adbench_selection.py, DEEP_CANDIDATES: 0.8455 at 15 epochs against
@@ -63,7 +63,10 @@ RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "
 # unsupervised protocol (contaminated training rows) it raised the mean test AUROC from 0.687 to 0.740;
 # on digits one-class (clean training images of one class, the small CNN) it lowered it (seed 0: 0.986
 # -> 0.941 for class 8, 0.991 -> 0.917 for class 9): images train one-class (docs/results/adbench.md).
-BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05}}
+# On big tables the MLP's epochs each train on a fresh draw of EPOCH_ROWS training rows
+# (training.epoch_rows; the final boundary on all of them): measured in docs/results/big-tables.md.
+EPOCH_ROWS = 8192
+BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05, "epoch_rows": EPOCH_ROWS}}
 # nu="auto" with labelled anomalies: the paper's 1.2 (without them nu is 1, one-class SVDD). LpSVDD's
 # own "auto" takes 20 (dlmsvdd_ext.svdd.NU_WITH_ANOMALIES), chosen for fixed features; the deep
 # model's semi-supervised results (docs/results/adbench.md) were measured at 1.2.
@@ -178,9 +181,14 @@ class TrainConfig:
         statistics). None: the recipe's.
     pretrain_steps : int
         The autoencoder's steps (``pretrain="autoencoder"``).
-    backend : str
-        The kernel: "exact", "nystrom", "rff", "qmc_rff", "orf", "sorf",
-        "fastfood" or "rpcholesky" (``LpSVDD``'s ``kernel``).
+    kernel : str
+        The kernel, as ``LpSVDD``'s ``kernel``: "auto" (default; the exact kernel
+        on up to ``dlmsvdd_ext.kernel_choice.EXACT_MAX_ROWS`` = 10,000 rows,
+        Nystrom at m = min(n_components, 256) above: an epoch's rows and the
+        final boundary's all rows choose each for themselves; the choices are
+        in the log, ``model.kernel_`` and the run's result.json), "exact",
+        "nystrom", "rff", "qmc_rff", "orf", "sorf", "fastfood" or "rpcholesky".
+        Formerly ``backend``, which is refused with this name.
     n_components : int
         The approximation's budget m.
     p : float
@@ -199,6 +207,12 @@ class TrainConfig:
         omega-step then has something to push away instead of collapsing
         the features. 0: none (one-class training, ``nu`` 1). None: the
         recipe's, 0.05 for the MLP on feature vectors, 0 for images.
+    epoch_rows : int or None
+        The training rows one epoch's three steps use (``dlmsvdd.training.epoch_rows``):
+        with more training rows than this, each epoch a fresh seeded draw of this many
+        (every labelled anomaly kept, up to half of them), the final boundary fitted on
+        all of them. 0: every row, every epoch (the paper's). None: the recipe's,
+        ``EPOCH_ROWS`` for the MLP on feature vectors, 0 for images.
     guard : bool
         The distance guard (``dlmsvdd.training.guard``): rows farther from
         the training mean than every training row score higher with their
@@ -297,13 +311,14 @@ class TrainConfig:
     pretrain: str | None = None  # step 0 before the first epoch: one of PRETRAINS; None: the recipe's
     pretrain_steps: int = 100  # of the autoencoder (pretrain="autoencoder")
     # the boundary (alpha-step)
-    backend: str = "exact"
+    kernel: str = "auto"
     n_components: int = 1024
     p: float = 2.0
     nu: float | str = "auto"
     c1: float | None = None
     c2: float | None = None
     self_labelling: float | None = None  # without labels: the fraction self-labelled (None: the recipe's)
+    epoch_rows: int | None = None  # rows an epoch trains on, a fresh draw each (0: all; None: the recipe's)
     guard: bool = True  # rows beyond the training data's radius score higher with their distance (training.guard)
     gamma: float | str = "median"  # "median": once from the initial features; "per-epoch"; or a fixed value
     solver: str = "apg"
@@ -374,7 +389,7 @@ class TrainConfig:
                              "backbone resnet50")
 
     # LpSVDD's parameter -> the config field that sets it
-    BOUNDARY_NAMES = {"kernel": "backend", "max_iter": "fw_max_iter", "tol": "fw_tol"}
+    BOUNDARY_NAMES = {"max_iter": "fw_max_iter", "tol": "fw_tol"}
 
     def boundary_params(self) -> dict:
         """The ``LpSVDD`` parameters this configuration sets.
@@ -516,6 +531,10 @@ class TrainConfig:
             An unknown key, or a value of the wrong type or out of range.
         """
         names = {f.name for f in dataclasses.fields(cls)}
+        for old, new in RENAMED_FIELDS.items():
+            if old in values:
+                raise ValueError(f"the configuration key {old!r} is now called {new!r} (LpSVDD's name for the same "
+                                 f"choice): write {new}={values[old]!r} (--{new.replace('_', '-')} on the command line)")
         unknown = sorted(set(values) - names)
         if unknown:
             raise ValueError(f"unknown configuration keys {unknown}; known: {sorted(names)}")
@@ -655,6 +674,7 @@ _RANGES = {
     "grad_clip": [_positive(Real)],
     "softplus_power": [_positive(Real)],
     "self_labelling": [Interval(Real, 0, 0.5, closed="left")],
+    "epoch_rows": [_at_least(Integral, 0)],
     "selection": [StrOptions(set(SELECTIONS))],
     "selection_rule": [StrOptions(set(RULES))],
     "recipe": [StrOptions({"auto", *RECIPES})],

@@ -120,7 +120,7 @@ def metadata(model, input_dtype: str) -> dict:
                        "p_value (float64, conformal; NaN: unreadable, or a model without calibration normals)",
             "n_calibration": str(0 if model.calibration_ is None else model.calibration_.n),
             "threshold": repr(float(model.threshold_)), "preprocessing": json.dumps(spec.to_dict()),
-            "backend": model.config.backend}
+            "kernel": model.kernel_}
 
 
 def export(model, path, format: str = "onnx", input_dtype: str = "float32") -> Path:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from dlmsvdd_ext import LpSVDD, ops
 
+from . import batches
 from .pretrain import target
 
 SUBSET = 4096  # rows the labeller is fitted on (a seeded draw); every training row is scored
@@ -43,6 +44,10 @@ class Relabelled(Dataset):
     def __getitem__(self, i):
         return self.base[i][0], int(self._targets[i])
 
+    def take(self, indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Many rows in one call (``dlmsvdd.training.batches``), with these targets."""
+        return batches.take(self.base, indices)[0], torch.as_tensor(self._targets[indices], dtype=torch.long)
+
     @property
     def targets(self) -> np.ndarray:
         return self._targets
@@ -55,7 +60,7 @@ class Relabelled(Dataset):
 def _inputs_and_targets(data: Dataset, batch_size: int) -> tuple[torch.Tensor, np.ndarray]:
     """Every sample's labeller input (``pretrain.target``) and target, in order, on the CPU."""
     views, targets = [], []
-    for x, t in DataLoader(data, batch_size=batch_size, shuffle=False):
+    for x, t in batches.loader(data, batch_size, shuffle=False):
         views.append(target(x).flatten(1).double())
         targets.append(torch.as_tensor(t))
     return torch.cat(views), torch.cat(targets).numpy()
@@ -73,7 +78,7 @@ def pseudo_anomalies(views: torch.Tensor, count: int, seed: int) -> np.ndarray:
     subset = np.sort(np.random.default_rng(seed).permutation(len(views))[:SUBSET])
     if count < 1 or not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: no ranking
         return np.arange(0)
-    labeller = LpSVDD(nu=1.0, random_state=seed).fit(views[subset])
+    labeller = LpSVDD(nu=1.0, kernel="exact", random_state=seed).fit(views[subset])  # SUBSET rows: exact
     scores = np.asarray(labeller.dissimilarity(views))
     return np.sort(np.argsort(-scores, kind="stable")[:count])
 

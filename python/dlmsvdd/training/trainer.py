@@ -24,12 +24,12 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
 import dlmsvdd_ext
-from dlmsvdd_ext import LpSVDD, conformal, tabular
+from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import checkpoints, divergence, guard, memory, metrics, parallel, pretrain, selection, self_labels
+from . import batches, checkpoints, divergence, epoch_rows, guard, memory, metrics, parallel, pretrain, selection, self_labels
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -284,10 +284,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         distance_guard = guard.DistanceGuard(self.input_shape_) if self.config.guard else None
         return FeatureNet(backbone, distance_guard).to(self.device)
 
-    def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0) -> DataLoader:
-        generator = torch.Generator().manual_seed(seed)
-        return DataLoader(dataset, batch_size=self.config.batch_size, shuffle=shuffle, generator=generator,
-                          num_workers=self.config.num_workers, drop_last=shuffle and len(dataset) > self.config.batch_size)
+    def _loader(self, dataset: Dataset, shuffle: bool, seed: int = 0, batch_size: int | None = None) -> DataLoader:
+        size = batch_size or self.config.batch_size
+        return batches.loader(dataset, size, shuffle, seed, self.config.num_workers,
+                              drop_last=shuffle and len(dataset) > size)
 
     def _features(self, data: Dataset) -> tuple[torch.Tensor, np.ndarray]:
         """phi of every sample of this process's shard (all of them when alone), in
@@ -297,7 +297,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.network_.eval()
         feats, targets = [], []
         with torch.no_grad():
-            for x, t in self._loader(data, shuffle=False):
+            for x, t in self._loader(data, shuffle=False, batch_size=batches.eval_batch_size(
+                    self.config.batch_size, len(self.input_shape_) == 1)):
                 feats.append(self.network_(x.to(self.device)))
                 targets.append(torch.as_tensor(t))
         return torch.cat(feats), torch.cat(targets).numpy()
@@ -312,6 +313,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", kernel_choice.SlowFitWarning)  # said once, when the fit started
             svdd = fit(feats, targets, restart=restart)
         if self.network_.guard is not None:  # its scale follows the bandwidth (training rows: unaffected)
             self.network_.guard.set_bandwidth(svdd.gamma_)
@@ -320,8 +322,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _validate(self, val: Dataset | None) -> dict:
         """Step 5: validation AUROC and balanced accuracy of the current network
         and boundary (nothing when validation lacks a class)."""
-        if val is None:
-            return {}
+        known = None if val is None else self_labels.targets_of(val)
+        if val is None or (known is not None and not metrics.has_both_classes(known)):
+            return {}  # nothing to measure (feature vectors validate on normal rows only): not scored
         f_val, t_val = self.scores(val)
         if not metrics.has_both_classes(t_val):
             return {}
@@ -333,7 +336,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     @staticmethod
     def _alpha_record(svdd: LpSVDD) -> dict:
         """What the history keeps of an alpha-step."""
-        return {"gamma": svdd.gamma_, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
+        return {"rows": len(svdd.alpha_), "kernel": svdd.kernel_, "n_components": None if svdd.kernel_ == "exact" else svdd.n_components_,
+                "gamma": svdd.gamma_, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
                 "converged": bool(svdd.converged_), "stalled": bool(svdd.stalled_),
                 "fw_gap": [float(g) for g in svdd.history_.get("gap", [])], "b_normal": svdd.b_normal_,
                 "b_anomaly": svdd.b_anomaly_, "seconds_build": svdd.build_seconds_,
@@ -513,7 +517,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
         optimizer = self._start(train, val)
-        augmented = self._augmented(train)
+        if cfg.kernel == "exact":  # up front: the final boundary is fitted on every training row
+            kernel_choice.warn_if_slow(len(train), self._feature_width(train), torch.float32, self.device,
+                                       stacklevel=4)
         epochs = 0 if cfg.frozen else self.training_params_["epochs"]
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
@@ -524,7 +530,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         bar = tqdm(range(first, epochs + 1), initial=first, total=epochs + 1, desc="DLM-SVDD", disable=quiet)
         for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
             start = time.perf_counter()
-            feats, targets = self._features(train)  # 1. features of the training set, eval mode
+            rows = epoch_rows.draw(train, self.training_params_["epoch_rows"], cfg.seed, epoch)
+            feats, targets = self._features(rows)  # 1. features of the epoch's training rows, eval mode
             problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
             if problem is not None:
                 self._diverged(epoch, problem, best)
@@ -538,7 +545,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                    lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
-                batch_losses, problem = self._omega_step(self._omega_loader(augmented, epoch), optimizer,
+                batch_losses, problem = self._omega_step(self._omega_loader(self._augmented(rows), epoch), optimizer,
                                                          cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
@@ -598,6 +605,12 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
         return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=self.training_params_["lr"],
                                                         weight_decay=cfg.weight_decay)
+
+    def _feature_width(self, train: Dataset) -> int:
+        """The width of the network's features (one training row through it)."""
+        self.network_.eval()
+        with torch.no_grad():
+            return int(self.network_(train[0][0][None].to(self.device)).shape[1])
 
     def _diverged(self, epoch: int, problem: str, best: tuple) -> None:
         """Training broke down at ``epoch``: raise, or warn and let the best earlier epoch stand."""
@@ -837,6 +850,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         self._check_fitted("threshold_")
         return self.threshold_ - self.dissimilarity(data).astype(np.float64)
+
+    @property
+    def kernel_(self) -> str:
+        """The final boundary's kernel: ``kernel`` as configured, or what "auto" chose for
+        every training row (each epoch's choice is in ``history_``, for the rows it trained on)."""
+        self._check_fitted()
+        return self.svdd_.kernel_
 
     @property
     def offset_(self) -> float:
@@ -1137,7 +1157,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         state = checkpoints.read(path, checkpoints.MODEL)
         checkpoints.check_model(state, path)
-        values = dict(state["config"])
+        values = checkpoints.upgraded_config(state["config"])
         values.setdefault("guard", False)  # a model that predates the distance guard was trained without it
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         odd = sorted(set(values) - known) + [f"no {k!r}" for k in ("backbone", "device") if k not in values]

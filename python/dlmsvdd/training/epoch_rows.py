@@ -1,0 +1,58 @@
+"""The rows one epoch trains on: on big tables, a fresh seeded draw each epoch.
+
+Why (issue 35): an epoch's feature pass, alpha-step and omega-step each cost O(N); on a table of
+433,528 rows, 15 full epochs of the MLP took minutes where XGBoost takes seconds, although a
+10-column table's representation is learnt from far fewer rows. With ``epoch_rows`` = R > 0 and
+more training rows than R, each epoch draws R of them (every labelled anomaly, up to half of R, and
+normal rows for the rest; seeded by the run's seed and the epoch, so a resumed run draws the same)
+and runs its three steps on those; the final boundary is then fitted on every training row
+(``DLMSVDD._refit``). Each epoch sees other rows, so over the epochs the network sees many more
+than R. 0 (and tables of at most R rows): every row, every epoch, as the paper trains.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from torch.utils.data import Dataset
+
+from . import batches
+
+
+class EpochRows(Dataset):
+    """The rows ``indices`` of ``base``, with its targets, preprocessing record and augmented view."""
+
+    def __init__(self, base: Dataset, indices: np.ndarray):
+        self.base, self.indices = base, np.asarray(indices, dtype=np.int64)
+        self.preprocessing = getattr(base, "preprocessing", None)
+
+    def __len__(self):
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        return self.base[int(self.indices[i])]
+
+    @property
+    def targets(self) -> np.ndarray:
+        return np.asarray(self.base.targets)[self.indices]
+
+    def take(self, indices):
+        return batches.take(self.base, self.indices[indices])
+
+    def augmented(self) -> Dataset:
+        """The base's augmented view (the omega-step's), on the same rows."""
+        return EpochRows(self.base.augmented(), self.indices) if hasattr(self.base, "augmented") else self
+
+
+def draw(train: Dataset, rows: int, seed: int, epoch: int) -> Dataset:
+    """The rows epoch ``epoch`` trains on: ``train`` itself when ``rows`` is 0 or it has no more
+    than ``rows``, else a seeded draw of ``rows`` of them that keeps the labelled anomalies
+    (at most half of the draw)."""
+    if rows == 0 or len(train) <= rows:
+        return train
+    targets = np.asarray(train.targets)
+    rng = np.random.default_rng([seed, epoch])
+    anomalies, normals = np.flatnonzero(targets < 0), np.flatnonzero(targets > 0)
+    if len(anomalies) > rows // 2:
+        anomalies = rng.choice(anomalies, rows // 2, replace=False)
+    normals = rng.choice(normals, rows - len(anomalies), replace=False)
+    return EpochRows(train, np.sort(np.concatenate([anomalies, normals])))
