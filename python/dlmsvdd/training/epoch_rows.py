@@ -46,13 +46,14 @@ class EpochRows(Dataset):
 def draw(train: Dataset, rows: int, seed: int, epoch: int) -> Dataset:
     """The rows epoch ``epoch`` trains on: ``train`` itself when ``rows`` is 0 or it has no more
     than ``rows``, else a seeded draw of ``rows`` of them that keeps the labelled anomalies
-    (at most half of the draw)."""
+    (at most half of the draw, unless the normal rows are fewer than the other half)."""
     if rows == 0 or len(train) <= rows:
         return train
     targets = np.asarray(train.targets)
     rng = np.random.default_rng([seed, epoch])
     anomalies, normals = np.flatnonzero(targets < 0), np.flatnonzero(targets > 0)
-    if len(anomalies) > rows // 2:
-        anomalies = rng.choice(anomalies, rows // 2, replace=False)
+    count = min(len(anomalies), max(rows // 2, rows - len(normals)))  # more when the normals are too few
+    if count < len(anomalies):
+        anomalies = rng.choice(anomalies, count, replace=False)
     normals = rng.choice(normals, rows - len(anomalies), replace=False)
     return EpochRows(train, np.sort(np.concatenate([anomalies, normals])))
