@@ -78,9 +78,10 @@ def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
     assert scratch.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 1e-3,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
-                                         "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0}
+                                         "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
+                                         "epoch_rows": 0}
     paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
-             "self_labelling": 0.0}
+             "self_labelling": 0.0, "epoch_rows": 0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -91,12 +92,12 @@ def test_recipes():
                         cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 0.01,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
-                                       "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0}
+                                       "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
-                                                           "self_labelling": 0.05}
+                                                           "self_labelling": 0.05, "epoch_rows": 8192}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
