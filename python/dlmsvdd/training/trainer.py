@@ -29,7 +29,7 @@ from dlmsvdd_ext import LpSVDD, conformal, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import checkpoints, divergence, guard, memory, metrics, parallel, pretrain, selection, self_labels
+from . import checkpoints, divergence, explain, guard, memory, metrics, parallel, pretrain, selection, self_labels
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -645,6 +645,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """The boundary from scratch on the best weights, and the decision threshold."""
         feats, targets = self._features(train)
         self._alpha_step(feats, targets, restart=True)
+        self.reference_ = explain.reference_inputs(train, self.config.seed)  # explain's baselines
         if self.network_.guard is not None:
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
@@ -894,6 +895,34 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return metrics.predict(f, self.threshold_)
         return np.where(self._calibration().flags(f, fpr=fpr, fdr=fdr), -1, 1)
 
+    def explain(self, X, *, reference=None, steps: int = explain.attribution.STEPS) -> np.ndarray:
+        """Per-feature (per-pixel) attributions of f(x): larger = more responsible for the row's dissimilarity.
+
+        Integrated gradients of f, through the network, from each row's
+        nearest training normal b (``dlmsvdd.training.explain``,
+        ``dlmsvdd_ext.explain``): in the units of f, each row's summing to
+        f(x) - f(b) (up to the ``steps``-point rule's error; the distance
+        guard's floor is not attributed). Costs about 2 ``steps`` + 1 times
+        scoring X.
+
+        Parameters
+        ----------
+        X : array-like
+            Raw inputs as ``fit`` takes them: feature vectors (N, D), a table,
+            or images (N, C, H, W) or (N, H, W).
+        reference : array-like or None
+            Normal raw inputs to take the baselines from (None: the training
+            normals the fit kept, ``reference_``).
+        steps : int
+            Midpoint steps of the path integral.
+
+        Returns
+        -------
+        numpy.ndarray
+            Attributions of X's shape (a table's: one per column).
+        """
+        return explain.explain(self, X, reference=reference, steps=steps)
+
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
     def calibrate(self, data, y=None) -> "DLMSVDD":
@@ -1103,7 +1132,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
             "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
             "warnings": self.warnings_, "versions": versions(),
-            "decision_scores": self._decision_scores()}, checkpoints.MODEL)
+            "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None)},
+            checkpoints.MODEL)
 
     def _decision_scores(self) -> torch.Tensor | None:
         """PyOD's ``decision_scores_`` for the file (None for a model loaded from a file without them)."""
@@ -1186,6 +1216,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                              f"{checkpoints.DAMAGED}") from None
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
+        model.reference_ = state.get("reference")  # explain's baselines; absent from files written before it
         model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
