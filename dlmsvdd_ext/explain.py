@@ -21,10 +21,11 @@ Why this one (measured on ADBench's development sets, ``tests/benchmarks/explain
 the numbers are in ``docs/user-guide/explain.md``): the nearest normal row is the "what would be
 normal here" a contextual anomaly needs (a value normal for the column, wrong for the row): its other
 features match x, so the difference concentrates on the feature that was changed, where a column-wise
-rule (|z-score|, or occlusion by the column's typical values) sees a typical value. Integrated along
-the path, the attributions add up to the change of f, which a gradient at x alone does not: the RBF
-kernel's gradient vanishes far from the data (a feature moved by 6 standard deviations can have the
-smallest gradient of all).
+rule (the absolute z-score, or occlusion by the column's typical values) sees a typical value.
+Integrated along the path, the attributions add up to the change of f, which a gradient at x alone
+does not: the RBF kernel's gradient vanishes far from the data (a feature moved by 6 standard
+deviations can have the smallest gradient of all). Occlusion from the nearest normal row named the
+feature as often, at D scoring passes instead of a few gradients.
 
 Cost: the nearest-row search (one distance per row and kept normal) plus S gradients of f, each
 about a forward and a backward pass of the score: roughly 2 S + 1 times the cost of scoring, in
@@ -173,13 +174,34 @@ def attribute(score, X: torch.Tensor, reference: torch.Tensor, *, steps: int = S
 
 
 def column_groups(encoding) -> torch.Tensor:
-    """For a table's ``TableEncoding``: the input column each encoded column reads (its one-hot
-    and indicator columns read the column they encode), the ``groups`` of ``attribute``."""
+    """The input column each encoded column of a table reads, the ``groups`` of ``attribute``.
+
+    Parameters
+    ----------
+    encoding : dlmsvdd_ext.tabular.TableEncoding
+        The table's rule.
+
+    Returns
+    -------
+    torch.Tensor
+        (n_features,) long: a one-hot or indicator column gives the column it encodes.
+    """
     return encoding.module().source
 
 
 def no_reference(owner: str) -> ValueError:
-    """The error of explain on a model that keeps no training normals."""
+    """The error of explain on a model that keeps no training normals.
+
+    Parameters
+    ----------
+    owner : str
+        The estimator's class name.
+
+    Returns
+    -------
+    ValueError
+        The error, saying what to do.
+    """
     return ValueError(f"this {owner} keeps no training normals to explain from (saved before explain existed, or "
                       "fitted by fit_sharded with an approximate kernel): pass normal rows as reference=, or refit")
 
@@ -214,7 +236,20 @@ def top_columns(attributions, k: int, names=None) -> tuple[np.ndarray, np.ndarra
 
 
 def check_k(k, n_columns: int) -> None:
-    """K of ``top_columns`` (the CLI's ``--explain K``): a whole number from 1 to the columns there are."""
+    """K of ``top_columns`` (the CLI's ``--explain K``): a whole number from 1 to the columns there are.
+
+    Parameters
+    ----------
+    k : int
+        The number asked for.
+    n_columns : int
+        The columns there are.
+
+    Raises
+    ------
+    ValueError
+        K out of range or not a whole number.
+    """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_columns:
         raise ValueError(f"explain K must be a whole number from 1 to the {n_columns} column(s) of the input; "
                          f"got {k!r}")
