@@ -550,12 +550,14 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def explain(self, X, *, reference=None, steps=explain.STEPS):
         """Per-feature attributions of f(x): larger = more responsible for the row's dissimilarity.
 
-        Integrated gradients of f from each row's nearest training normal b
-        (``dlmsvdd_ext.explain``): in the units of f, each row's summing to
-        f(x) - f(b) (up to the ``steps``-point rule's error); a feature x
-        shares with b gets 0. A table's one-hot and indicator columns are
-        summed into the column they encode. Costs about 2 ``steps`` + 1 times
-        scoring X.
+        One-feature repairs (``dlmsvdd_ext.feature_repair``): feature j's
+        attribution is f(x) minus f of x with x_j alone clipped into the range
+        that the 16 training normals nearest to x in the other features hold;
+        0 where x_j lies in that range, in the units of f, not summing to
+        anything. A table's one-hot and indicator columns are summed into the
+        column they encode. Costs a scoring pass per row and one per (row,
+        feature out of its range), plus the neighbour search: 11-15 times
+        scoring at 50 features (``docs/user-guide/explain.md``).
 
         Parameters
         ----------
@@ -565,7 +567,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Normal rows to take the baselines from, as X (None: the training
             normals the fit kept, ``reference_``).
         steps : int
-            Midpoint steps of the path integral.
+            Midpoint steps of the images' path integral (unused for vectors).
 
         Returns
         -------

@@ -2,10 +2,11 @@
 Why is this row anomalous?
 ==========================
 
-``explain(X)`` gives every feature of a row its share of the row's
-dissimilarity f: integrated gradients of f from the row's nearest training
-normal, in the units of f, summing to f(x) minus the nearest normal's f
-(``dlmsvdd_ext.explain``). Two pictures: the bars of a few flagged rows of a
+``explain(X)`` says how much each feature of a row is responsible for its
+dissimilarity f, in the units of f (``dlmsvdd_ext.explain``): for a table's
+rows, how much f falls when that feature alone is put back into the range the
+nearest normal rows (in the other features) hold; for images, integrated
+gradients of f from the nearest training normal image. Two pictures: the bars of a few flagged rows of a
 real table (scikit-learn's breast-cancer measurements, benign tumours as the
 normal class), and the maps over digits that carry a bright 2x2 patch the
 training images never had.
@@ -35,7 +36,8 @@ print(f"{len(flagged)} of {len(test)} test rows flagged ({(~benign[~train]).sum(
 # %%
 # The bars of three flagged rows
 # ------------------------------
-# Each bar is a measurement's share of the row's f; the eight largest of 30.
+# Each bar is how much the row's f falls when that measurement alone is put back
+# into its normal range; the eight largest of 30.
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
 for ax, row, a in zip(axes, worst, A):
     top = np.argsort(-a)[:8][::-1]

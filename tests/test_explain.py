@@ -31,26 +31,68 @@ def dlm_vectors():
 
 # ---- the method against independent references
 
+def _plain_repairs(f, X, reference, neighbours, pool):
+    """The one-feature repairs by a plain loop: for each row, its ``pool`` nearest reference rows; for each
+    feature, their distances to the row without it, the ``neighbours`` nearest, clip, re-score."""
+    A = np.zeros_like(X)
+    for i, x in enumerate(X):
+        pooled = reference[np.argsort(((reference - x) ** 2).sum(1), kind="stable")[:pool]]
+        for j in range(X.shape[1]):
+            others = np.delete(np.arange(X.shape[1]), j)
+            near = pooled[np.argsort(((pooled[:, others] - x[others]) ** 2).sum(1), kind="stable")[:neighbours]]
+            repaired = x.copy()
+            repaired[j] = np.clip(x[j], near[:, j].min(), near[:, j].max())
+            A[i, j] = f(x[None])[0] - f(repaired[None])[0]
+    return A
+
+
+@pytest.mark.parametrize("pool", [300, explain.feature_repair.POOL, 40])
+def test_lpsvdd_vector_attributions_match_a_plain_loop_of_repairs(lpsvdd, pool):
+    """Against the plain loop, scored by ``dissimilarity`` (the fused path): the whole reference (300 rows)
+    searched and the pooled searches; ``explain`` is the default pool's."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 4)) * 1.5
+    X[0, 1] += 6.0
+    reference = lpsvdd.reference_.numpy()
+    A = explain.feature_repair.attribute(lpsvdd._dissimilarity, torch.as_tensor(X), lpsvdd.reference_, pool=pool)
+    np.testing.assert_allclose(A.numpy(), _plain_repairs(lpsvdd.dissimilarity, X, reference, 16, pool),
+                               rtol=1e-9, atol=1e-12)
+    if pool == explain.feature_repair.POOL:
+        np.testing.assert_allclose(lpsvdd.explain(X), A.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_a_constructed_repair_is_known_exactly():
+    """Normal rows (i, i, i), i = 0 .. 19, and a separable quadratic f = sum (x_j - 9.5)^2; the row
+    (7, 7, 30) has feature 2 moved. Without feature 2, its 3 nearest rows are i = 6, 7, 8: x_2 = 30 is
+    clipped to 8, A_2 = 20.5^2 - 1.5^2. Without feature 0 (or 1) they are i = 17, 18, 19 (nearest to
+    (7, 30) on the diagonal): x_0 = 7 is clipped to 17, which raises f: A_0 = A_1 = 2.5^2 - 7.5^2."""
+    reference = torch.arange(20, dtype=torch.float64)[:, None].repeat(1, 3)
+    x = torch.tensor([[7.0, 7.0, 30.0], [5.0, 5.0, 5.0]], dtype=torch.float64)
+    A = explain.feature_repair.attribute(lambda r: ((r - 9.5) ** 2).sum(1), x, reference, neighbours=3)
+    expected = torch.tensor([[2.5 ** 2 - 7.5 ** 2] * 2 + [20.5 ** 2 - 1.5 ** 2], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    torch.testing.assert_close(A, expected, rtol=0, atol=1e-12)  # a normal row: nothing to repair
+
+
 def test_the_midpoint_rule_is_exact_for_a_quadratic_score():
-    """Along a line a quadratic's gradient is linear in t: the midpoint rule integrates it exactly, so
-    the attributions are the per-feature differences w_j ((x_j - c_j)^2 - (b_j - c_j)^2), b the nearest
-    reference row."""
+    """Images' method. Along a line a quadratic's gradient is linear in t: the midpoint rule integrates it
+    exactly, so the attributions are the per-feature differences w_j ((x_j - c_j)^2 - (b_j - c_j)^2), b the
+    nearest reference row."""
     rng = np.random.default_rng(1)
     w, c = torch.as_tensor(rng.random(5)), torch.as_tensor(rng.normal(size=5))
     X, reference = torch.as_tensor(rng.normal(size=(7, 5))), torch.as_tensor(rng.normal(size=(20, 5)))
-    A = explain.attribute(lambda x: ((x - c) ** 2 * w).sum(1), X, reference, steps=1)
+    A = explain.integrated(lambda x: ((x - c) ** 2 * w).sum(1), X, reference, steps=1)
     distances = ((X[:, None, :] - reference[None]) ** 2).sum(2)  # a plain all-pairs nearest row
     b = reference[distances.argmin(1)]
     torch.testing.assert_close(A, w * ((X - c) ** 2 - (b - c) ** 2), rtol=1e-12, atol=1e-12)
 
 
-def test_lpsvdd_attributions_match_finite_differences_of_its_scores(lpsvdd):
+def test_integrated_gradients_match_finite_differences_of_lpsvdd_scores(lpsvdd):
     """The path integral of f's gradient, with the gradient by central differences of ``dissimilarity``
     (the fused scoring path, not autograd) at the same midpoints: a plain loop."""
     rng = np.random.default_rng(2)
     X, b = rng.normal(size=(3, 4)) * 2, rng.normal(size=(1, 4))
     steps, h = 3, 1e-5
-    A = lpsvdd.explain(X, reference=b, steps=steps)
+    A = explain.integrated(lpsvdd._dissimilarity, torch.as_tensor(X), torch.as_tensor(b), steps=steps).numpy()
     expected = np.zeros_like(X)
     for i in range(len(X)):
         for k in range(steps):
@@ -64,15 +106,16 @@ def test_lpsvdd_attributions_match_finite_differences_of_its_scores(lpsvdd):
     np.testing.assert_allclose(A, expected, rtol=1e-5, atol=1e-9)
 
 
-def test_attributions_sum_to_the_change_of_f_and_name_the_only_feature_that_moved(lpsvdd):
+def test_integrated_gradients_sum_to_the_change_of_f_and_name_the_only_feature_that_moved(lpsvdd):
     """A row that differs from its baseline in feature 2 only: every other attribution is 0 exactly, and
     feature 2's is f(x) - f(b) (the path integral, to the rule's error at 64 steps)."""
-    b = lpsvdd.reference_[:1].numpy()
-    x = b.copy()
+    b = lpsvdd.reference_[:1]
+    x = b.clone()
     x[0, 2] += 3.0
-    A = lpsvdd.explain(x, reference=b, steps=64)
+    A = explain.integrated(lpsvdd._dissimilarity, x, b, steps=64).numpy()
     assert np.all(A[0, [0, 1, 3]] == 0.0)
-    np.testing.assert_allclose(A[0, 2], lpsvdd.dissimilarity(x)[0] - lpsvdd.dissimilarity(b)[0], rtol=1e-3)
+    f = lpsvdd.dissimilarity
+    np.testing.assert_allclose(A[0, 2], f(x.numpy())[0] - f(b.numpy())[0], rtol=1e-3)
 
 
 def test_a_shifted_feature_gets_the_largest_attribution(lpsvdd, dlm_vectors):

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 
-from dlmsvdd_ext import explain
+from dlmsvdd_ext import explain, feature_repair
 
 from benchmarks import adbench_protocol as protocol
 
@@ -113,13 +113,27 @@ def nearest_occlusion(f, X, reference):
 
 
 def integrated(steps):
-    return lambda f, X, reference: explain.attribute(f, X, reference, steps=steps)
+    return lambda f, X, reference: explain.integrated(f, X, reference, steps=steps)
+
+
+def leave_out_nearest_repair(f, X, reference):
+    """f(x) minus f of x with feature j set to the value of the reference row nearest to x without j."""
+    return feature_repair.attribute(f, X, reference, neighbours=1, pool=len(reference))
+
+
+def range_repair(neighbours, pool=None):
+    """The package's repairs with other numbers of neighbours, or the whole reference searched (pool None)."""
+    return lambda f, X, reference: feature_repair.attribute(f, X, reference, neighbours=neighbours,
+                                                            pool=pool or len(reference))
 
 
 ALTERNATIVES = {"IG from nearest normal, 1 step": integrated(1), "IG, 2 steps": integrated(2),
                 "IG, 8 steps": integrated(8), "gradient at x x (x - nearest normal)": gradient_times_deviation,
                 "occlusion by 8 normal rows' values": occlusion,
-                "occlusion by the nearest normal row's value": nearest_occlusion}
+                "occlusion by the nearest normal row's value": nearest_occlusion,
+                "repair to the nearest row without j's value": leave_out_nearest_repair,
+                "range repair, 8 rows": range_repair(8), "range repair, 16 rows": range_repair(16),
+                "range repair, 32 rows": range_repair(32), "range repair, 32 of 256 rows": range_repair(32, 256)}
 
 
 def lpsvdd_case(task):
@@ -136,7 +150,13 @@ def dlmsvdd_case(task):
     from dlmsvdd import DLMSVDD
 
     model = DLMSVDD(seed=task.seed, verbose=0).fit(task.X_train.astype(np.float32), np.where(task.labelled, -1, 1))
-    return (lambda X: model.explain(X.astype(np.float32)), lambda X: model.predict(X.astype(np.float32)) < 0, None)
+    network, svdd = model.network_.eval(), model.svdd_
+
+    def f(x):  # f of the network's input (the standardised columns), as DLMSVDD.explain attributes it
+        return svdd._dissimilarity(network(x).to(svdd.dual_coef_.dtype))
+
+    alt = (f, lambda X: model._images(X.astype(np.float32)).to(model.device), model.reference_.to(model.device))
+    return (lambda X: model.explain(X.astype(np.float32)), lambda X: model.predict(X.astype(np.float32)) < 0, alt)
 
 
 ESTIMATORS = {"LpSVDD": lpsvdd_case, "DLMSVDD": dlmsvdd_case}
@@ -165,7 +185,7 @@ def vector_study(name: str, estimator: str, seed: int = 0, la: float = 0.05, alt
         if alternatives and alt is not None and len(j):
             f, as_tensor, reference = alt
             for label, method in ALTERNATIVES.items():
-                record[f"{case}_{label}"] = hit_rate(method(f, as_tensor(rows), reference).numpy(), j)
+                record[f"{case}_{label}"] = hit_rate(method(f, as_tensor(rows), reference).detach().cpu().numpy(), j)
     return record
 
 

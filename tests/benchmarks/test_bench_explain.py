@@ -9,7 +9,7 @@ flags it), next to the |z-score| ranking's; the row-weighted means over the sets
 maps' mean per-image pixel AUROC against a bright 2x2 patch, and explain / score seconds on 10,000
 rows of 50 features, timed in this process. The vector part needs ../shared/data/adbench-dev (skipped
 without it); a quick run on a subset: ADBENCH_SETS=glass,wine ADBENCH_METHODS=LpSVDD. With
-EXPLAIN_ALTERNATIVES=1 the alternatives the method was chosen against are measured on LpSVDD too.
+EXPLAIN_ALTERNATIVES=1 the alternatives the method was chosen against are measured too.
 """
 
 import math

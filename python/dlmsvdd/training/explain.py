@@ -1,9 +1,10 @@
 """``DLMSVDD.explain``: per-feature (per-pixel) attributions of the trained detector's f, by the method of
-``dlmsvdd_ext.explain`` (integrated gradients from the nearest training normal) through the network.
+``dlmsvdd_ext.explain`` (one-feature repairs for vectors, integrated gradients from the nearest
+training normal for images) through the network.
 
 What is attributed: f of the network's input, ``svdd_(network_(x))``, the squared RKHS distance to the
 centre before the distance guard's floor (``dlmsvdd.training.guard``: that floor is a step, which no
-gradient sees; the guard's own coordinate, a smooth function of the input, is attributed as any
+gradient sees and which would hide a repair's fall; the guard's own coordinate, a smooth function of the input, is attributed as any
 feature is). The input is the one the network takes: for vectors the standardised columns (the
 attributions are in the units of f, not of the columns, so the scale does not matter), a table's
 encoded columns summed back into the columns they encode; for images the pixels the network sees.
@@ -59,7 +60,7 @@ def explain(model, X, reference=None, steps: int = attribution.STEPS) -> np.ndar
     reference : array-like or None
         Normal raw inputs to take baselines from (None: the kept training normals).
     steps : int
-        Midpoint steps of the path integral.
+        Midpoint steps of the images' path integral.
 
     Returns
     -------

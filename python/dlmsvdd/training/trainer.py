@@ -898,12 +898,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def explain(self, X, *, reference=None, steps: int = explain.attribution.STEPS) -> np.ndarray:
         """Per-feature (per-pixel) attributions of f(x): larger = more responsible for the row's dissimilarity.
 
-        Integrated gradients of f, through the network, from each row's
-        nearest training normal b (``dlmsvdd.training.explain``,
-        ``dlmsvdd_ext.explain``): in the units of f, each row's summing to
-        f(x) - f(b) (up to the ``steps``-point rule's error; the distance
-        guard's floor is not attributed). Costs about 2 ``steps`` + 1 times
-        scoring X.
+        Of f through the network, in the units of f (``dlmsvdd.training.explain``,
+        ``dlmsvdd_ext.explain``): for vectors and tables, one-feature repairs
+        (f(x) minus f with x_j alone clipped into the range the 16 nearest
+        training normals without j hold; 0 inside it); for images, integrated
+        gradients from the nearest training normal b, summing to f(x) - f(b)
+        up to the ``steps``-point rule's error. The distance guard's floor is
+        not attributed.
 
         Parameters
         ----------
@@ -914,7 +915,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Normal raw inputs to take the baselines from (None: the training
             normals the fit kept, ``reference_``).
         steps : int
-            Midpoint steps of the path integral.
+            Midpoint steps of the images' path integral.
 
         Returns
         -------
