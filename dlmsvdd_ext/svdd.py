@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import conformal, kernel_choice, kernels, ops, params, tabular
+from . import conformal, explain, kernel_choice, kernels, ops, params, tabular
 from .progress import ProductProgress
 from .dual import DualProblem
 from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
@@ -427,6 +427,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
         support = torch.as_tensor(self.support_, device=alpha.device)
         self.support_vectors_ = X_t[support].contiguous() if feature_weights is None else None
+        # baselines of explain (a sharded approximation gathers no rows: it takes reference= there)
+        self.reference_ = None if X_t is None else explain.kept_normals(X_t, t > 0, self.random_state)
         dtype = X_t.dtype if feature_weights is None else feature_weights.dtype
         self.dual_coef_ = (alpha * t)[support].to(dtype).contiguous()  # a = alpha * t on the support
         self.backend_ = backend
@@ -534,14 +536,20 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return (self.backend_.transform(X_t) - self.feature_weights_).square().sum(1)
         return 1.0 - 2.0 * self._kernel_weights(X_t) + self.aKa_
 
-    def _scored(self, X):
+    def _inputs(self, X, name: str = "X"):
+        """X checked and encoded as the boundary scores it, in its dtype, and whether it came as numpy."""
         check_is_fitted(self, "dual_coef_")
-        X_t, numpy_like = _features(tabular.scored(X, getattr(self, "encoding_", None)), device=self.dual_coef_.device)
+        X_t, numpy_like = _features(tabular.scored(X, getattr(self, "encoding_", None), name), name,
+                                    device=self.dual_coef_.device)
         if X_t.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
+            raise ValueError(f"{name} has {X_t.shape[1]} features, but {type(self).__name__} is expecting "
                              f"{self.n_features_in_} features as input")
+        return X_t.to(self.dual_coef_.dtype), numpy_like
+
+    def _scored(self, X):
+        X_t, numpy_like = self._inputs(X)
         with torch.no_grad():
-            f = self._dissimilarity(X_t.to(self.dual_coef_.dtype))
+            f = self._dissimilarity(X_t)
         return f, numpy_like
 
     @staticmethod
@@ -568,6 +576,44 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         f, numpy_like = self._scored(X)
         return self._out(f, numpy_like)
+
+    def explain(self, X, *, reference=None, steps=explain.STEPS):
+        """Per-feature attributions of f(x): larger = more responsible for the row's dissimilarity.
+
+        One-feature repairs (``dlmsvdd_ext.feature_repair``): feature j's
+        attribution is f(x) minus f of x with x_j alone clipped into the range
+        that the 16 training normals nearest to x in the other features hold;
+        0 where x_j lies in that range, in the units of f, not summing to
+        anything. A table's one-hot and indicator columns are summed into the
+        column they encode. Costs a scoring pass per row and one per (row,
+        feature out of its range), plus the neighbour search: 11-15 times
+        scoring at 50 features (``docs/user-guide/explain.md``).
+
+        Parameters
+        ----------
+        X : numpy.ndarray, torch.Tensor or table
+            Rows (n, d) as ``fit`` took them.
+        reference : array-like or None
+            Normal rows to take the baselines from, as X (None: the training
+            normals the fit kept, ``reference_``).
+        steps : int
+            Midpoint steps of the images' path integral (unused for vectors).
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            (n, d) attributions (d: X's columns), the same kind of array as X.
+        """
+        X_t, numpy_like = self._inputs(X)
+        if reference is not None:
+            reference = self._inputs(reference, "reference")[0]
+        elif getattr(self, "reference_", None) is None:
+            raise explain.no_reference(type(self).__name__)
+        encoding = getattr(self, "encoding_", None)
+        groups = None if encoding is None or isinstance(X, torch.Tensor) else explain.column_groups(encoding)
+        A = explain.attribute(self._dissimilarity, X_t, self.reference_ if reference is None else reference,
+                              steps=steps, groups=groups)
+        return self._out(A, numpy_like)
 
     def score_samples(self, X):
         """-f(x): higher = more normal.
@@ -716,6 +762,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "feature_weights": None if exact else self.feature_weights_.cpu(),
             "backend": None if exact else self.backend_.state_dict(),
             "history": self.history_,
+            "reference": None if getattr(self, "reference_", None) is None else self.reference_.cpu(),
             "calibration": None if self.calibration_ is None else self.calibration_.state_dict(),
             **({} if getattr(self, "encoding_", None) is None else {"encoding": self.encoding_.to_dict()}),
         }
@@ -750,6 +797,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.support_ = state["support"].numpy()
         model.dual_coef_ = state["dual_coef"].to(device)
         model.history_ = state["history"]
+        reference = state.get("reference")  # absent from states saved before explain: it then takes reference=
+        model.reference_ = None if reference is None else reference.to(device)
         model.calibration_ = conformal.Calibration.from_state_dict(state.get("calibration"))  # absent: older states
         model.encoding_ = state.get("encoding") and tabular.TableEncoding.from_dict(state["encoding"])
         if state["backend"] is None:

@@ -380,6 +380,14 @@ def _score(args) -> int:
         if args.root:
             cfg.root = args.root
         f, targets = model.scores(getattr(runs.build_task(cfg), args.split or "test"))
+    extra_header, extra = [], None
+    if args.explain is not None:
+        if images is None:
+            raise ValueError("--explain explains the rows given with --npy or --csv (images too: as a .npy array)")
+        from .experiments.explanations import explained_columns
+
+        extra_header, extra = explained_columns(model, images, args.explain, out, not isinstance(
+            model.stored_preprocessing(), VectorPreprocessing))
     predictions = model.decide(f, fpr=args.fpr, fdr=args.fdr)
     # conformal p-values from the model's calibration normals; blank for a model without them
     p_values = [""] * len(f) if model.calibration_ is None else [f"{p:.9g}" for p in model.calibration_.p_values(f)]
@@ -389,8 +397,9 @@ def _score(args) -> int:
         writer.writerow(["file", "dissimilarity", "p_value", "prediction"])
         writer.writerows((str(p), f"{s:.9g}", pv, c) for p, s, pv, c in zip(files, f, p_values, predictions))
     elif targets is None:
-        writer.writerow(["index", "dissimilarity", "p_value", "prediction"])
-        writer.writerows((i, f"{s:.9g}", pv, c) for i, (s, pv, c) in enumerate(zip(f, p_values, predictions)))
+        writer.writerow(["index", "dissimilarity", "p_value", "prediction", *extra_header])
+        writer.writerows((i, f"{s:.9g}", pv, c, *(extra[i] if extra else ()))
+                         for i, (s, pv, c) in enumerate(zip(f, p_values, predictions)))
     else:  # a split of the task: its targets in the convention of the predictions, +1 normal, -1 anomaly
         writer.writerow(["index", "target", "dissimilarity", "p_value", "prediction"])
         writer.writerows((i, t, f"{s:.9g}", pv, c) for i, (t, s, pv, c) in enumerate(zip(targets, f, p_values,
@@ -581,6 +590,11 @@ def build_parser() -> argparse.ArgumentParser:
                                help="score image files (PNG, JPEG, ...; folders searched recursively) through "
                                     "the preprocessing the model was trained with")
             e.add_argument("--output", metavar="CSV", help="write here instead of standard output")
+            e.add_argument("--explain", type=int, metavar="K",
+                           help="with --npy or --csv: the K columns most responsible for each row's dissimilarity "
+                                "(by name) and their attributions, as columns topI, topI_attribution; images: the K "
+                                "pixels, and every map written beside --output as CSV.explain.npy and "
+                                "CSV.explain/INDEX.png (DLMSVDD.explain)")
             rule = e.add_mutually_exclusive_group()
             rule.add_argument("--fpr", type=float, metavar="LEVEL",
                               help="predict by conformal p-value <= LEVEL: each normal sample is flagged with "

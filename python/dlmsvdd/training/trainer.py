@@ -29,7 +29,8 @@ from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import batches, checkpoints, divergence, epoch_rows, guard, memory, metrics, parallel, pretrain, selection, self_labels
+from . import (batches, checkpoints, divergence, epoch_rows, explain, guard, memory, metrics, parallel, pretrain,
+               selection, self_labels)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -658,6 +659,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """The boundary from scratch on the best weights, and the decision threshold."""
         feats, targets = self._features(train)
         self._alpha_step(feats, targets, restart=True)
+        self.reference_ = explain.reference_inputs(train, self.config.seed)  # explain's baselines
         if self.network_.guard is not None:
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
@@ -914,6 +916,35 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return metrics.predict(f, self.threshold_)
         return np.where(self._calibration().flags(f, fpr=fpr, fdr=fdr), -1, 1)
 
+    def explain(self, X, *, reference=None, steps: int = explain.attribution.STEPS) -> np.ndarray:
+        """Per-feature (per-pixel) attributions of f(x): larger = more responsible for the row's dissimilarity.
+
+        Of f through the network, in the units of f (``dlmsvdd.training.explain``,
+        ``dlmsvdd_ext.explain``): for vectors and tables, one-feature repairs
+        (f(x) minus f with x_j alone clipped into the range the 16 nearest
+        training normals without j hold; 0 inside it); for images, integrated
+        gradients from the nearest training normal b, summing to f(x) - f(b)
+        up to the ``steps``-point rule's error. The distance guard's floor is
+        not attributed.
+
+        Parameters
+        ----------
+        X : array-like
+            Raw inputs as ``fit`` takes them: feature vectors (N, D), a table,
+            or images (N, C, H, W) or (N, H, W).
+        reference : array-like or None
+            Normal raw inputs to take the baselines from (None: the training
+            normals the fit kept, ``reference_``).
+        steps : int
+            Midpoint steps of the images' path integral.
+
+        Returns
+        -------
+        numpy.ndarray
+            Attributions of X's shape (a table's: one per column).
+        """
+        return explain.explain(self, X, reference=reference, steps=steps)
+
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
     def calibrate(self, data, y=None) -> "DLMSVDD":
@@ -1123,7 +1154,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
             "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
             "warnings": self.warnings_, "versions": versions(),
-            "decision_scores": self._decision_scores()}, checkpoints.MODEL)
+            "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None)},
+            checkpoints.MODEL)
 
     def _decision_scores(self) -> torch.Tensor | None:
         """PyOD's ``decision_scores_`` for the file (None for a model loaded from a file without them)."""
@@ -1206,6 +1238,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                              f"{checkpoints.DAMAGED}") from None
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
+        model.reference_ = state.get("reference")  # explain's baselines; absent from files written before it
         model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
