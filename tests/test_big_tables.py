@@ -217,7 +217,7 @@ def _split_rows(n, n_anomalies, d=3):
     return protocols.SplitRows(rows, protocols.Split(np.arange(n), targets))
 
 
-def test_each_epoch_draws_its_rows_and_keeps_the_labelled_anomalies():
+def test_each_epoch_draws_its_rows_and_keeps_the_labelled_anomalies(small_limit):
     train = _split_rows(1000, 7)
     first, second = epoch_rows.draw(train, 100, seed=0, epoch=0), epoch_rows.draw(train, 100, seed=0, epoch=1)
     assert len(first) == len(second) == 100
@@ -231,8 +231,11 @@ def test_each_epoch_draws_its_rows_and_keeps_the_labelled_anomalies():
     assert t == train.targets[first.indices[5]]
 
 
-def test_no_draw_for_small_sets_or_zero_and_at_most_half_anomalies():
+def test_no_draw_for_small_sets_or_zero_and_at_most_half_anomalies(monkeypatch):
     train = _split_rows(100, 80)
+    monkeypatch.setattr(kernel_choice, "EXACT_MAX_ROWS", 100)
+    assert epoch_rows.draw(train, 40, 0, 0) is train  # the exact kernel takes it whole: every row
+    monkeypatch.setattr(kernel_choice, "EXACT_MAX_ROWS", 50)
     assert epoch_rows.draw(train, 100, 0, 0) is train and epoch_rows.draw(train, 0, 0, 0) is train
     drawn = epoch_rows.draw(train, 40, 0, 0)
     assert len(drawn) == 40 and (drawn.targets < 0).sum() == 20
@@ -241,7 +244,7 @@ def test_no_draw_for_small_sets_or_zero_and_at_most_half_anomalies():
 
 
 def test_epoch_rows_is_the_mlps_recipe_only():
-    assert TrainConfig(data="table").training_params()["epoch_rows"] == 8192
+    assert TrainConfig(data="table").training_params()["epoch_rows"] == 4096
     assert TrainConfig(data="digits").training_params()["epoch_rows"] == 0
     assert TrainConfig(data="table", epoch_rows=0).training_params()["epoch_rows"] == 0
     with pytest.raises(ValueError, match="epoch_rows"):
@@ -253,7 +256,7 @@ def test_epoch_rows_is_the_mlps_recipe_only():
 def _datasets():
     split = _split_rows(103, 9)
     relabelled = self_labels.Relabelled(split, -split.targets)
-    return {"split rows": split, "relabelled": relabelled, "epoch rows": epoch_rows.draw(relabelled, 60, 0, 3),
+    return {"split rows": split, "relabelled": relabelled, "epoch rows": epoch_rows.EpochRows(relabelled, np.arange(5, 65)),
             "tensors": TensorDataset(torch.as_tensor(_rows(103)), torch.arange(103))}
 
 

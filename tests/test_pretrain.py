@@ -97,7 +97,7 @@ def test_recipes():
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
-                                                           "self_labelling": 0.05, "epoch_rows": 8192}
+                                                           "self_labelling": 0.05, "epoch_rows": 4096}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}

@@ -63,9 +63,10 @@ RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "
 # unsupervised protocol (contaminated training rows) it raised the mean test AUROC from 0.687 to 0.740;
 # on digits one-class (clean training images of one class, the small CNN) it lowered it (seed 0: 0.986
 # -> 0.941 for class 8, 0.991 -> 0.917 for class 9): images train one-class (docs/results/adbench.md).
-# On big tables the MLP's epochs each train on a fresh draw of EPOCH_ROWS training rows
-# (training.epoch_rows; the final boundary on all of them): measured in docs/results/big-tables.md.
-EPOCH_ROWS = 8192
+# On big tables (above dlmsvdd_ext.kernel_choice.EXACT_MAX_ROWS training rows) the MLP's epochs each
+# train on a fresh draw of EPOCH_ROWS of them (training.epoch_rows, which gives the measurements; the
+# final boundary on all of them).
+EPOCH_ROWS = 4096
 BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05, "epoch_rows": EPOCH_ROWS}}
 # nu="auto" with labelled anomalies: the paper's 1.2 (without them nu is 1, one-class SVDD). LpSVDD's
 # own "auto" takes 20 (dlmsvdd_ext.svdd.NU_WITH_ANOMALIES), chosen for fixed features; the deep
@@ -209,10 +210,11 @@ class TrainConfig:
         recipe's, 0.05 for the MLP on feature vectors, 0 for images.
     epoch_rows : int or None
         The training rows one epoch's three steps use (``dlmsvdd.training.epoch_rows``):
-        with more training rows than this, each epoch a fresh seeded draw of this many
-        (every labelled anomaly kept, up to half of them), the final boundary fitted on
-        all of them. 0: every row, every epoch (the paper's). None: the recipe's,
-        ``EPOCH_ROWS`` for the MLP on feature vectors, 0 for images.
+        with more training rows than this and than the exact kernel takes whole
+        (``dlmsvdd_ext.kernel_choice.EXACT_MAX_ROWS``, 10,000), each epoch a fresh seeded
+        draw of this many (every labelled anomaly kept, up to half of them), the final
+        boundary fitted on all of them. 0: every row, every epoch (the paper's). None:
+        the recipe's, ``EPOCH_ROWS`` = 4096 for the MLP on feature vectors, 0 for images.
     guard : bool
         The distance guard (``dlmsvdd.training.guard``): rows farther from
         the training mean than every training row score higher with their
