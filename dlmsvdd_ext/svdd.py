@@ -272,6 +272,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             solver_scores = -(self_similarity - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
             # the normal rows by index: X_t[normal] would copy nearly all of X (1.8 GB at N = 1e6)
             self.offset_ = self._quantile(self._banded_scores(X_t, torch.nonzero(normal).flatten(), solver_scores))
+        if not backend.is_exact:
+            backend.release_factor()
         return self
 
     @staticmethod
@@ -377,6 +379,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                     problem.nu)
         if self.contamination != "radius":  # every rank scores its rows; the quantile is over all normals
             self.offset_ = self._quantile(shard.gather(self.score_samples(X_t))[t_all > 0])
+        if not backend.is_exact:
+            backend.release_factor()
         return self
 
     def _bandwidth(self, n: int, dtype: torch.dtype, median, one_class: bool) -> float:
@@ -424,6 +428,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float):
         """The fitted attributes from a solve; X_t (all rows) is needed for the
         exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s)."""
+        # the approximation's columns (the factor itself is not kept: ``KernelBackend.release_factor``)
+        self.factor_columns_ = None if feature_weights is None else int(feature_weights.shape[0])
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
         support = torch.as_tensor(self.support_, device=alpha.device)
         self.support_vectors_ = X_t[support].contiguous() if feature_weights is None else None
@@ -502,7 +508,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _kernel_weights(self, X_t: torch.Tensor) -> torch.Tensor:
         """k(x)^T a: fused and memory-light without autograd, differentiable in X_t with it."""
         if self.feature_weights_ is not None:
-            return self.backend_.transform(X_t) @ self.feature_weights_
+            return self.backend_.map_rows(X_t, lambda z: z @ self.feature_weights_)
         if X_t.requires_grad:
             return kernels.rbf_kernel(X_t, self.support_vectors_, self.gamma_) @ self.dual_coef_
         return ops.rbf_matvec(X_t, self.support_vectors_, self.dual_coef_, self.gamma_)
@@ -533,7 +539,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         the squared distance ||z(x) - Z^T a||^2 in its feature space, computed
         as such (>= 0; with k(x, x) = 1 it went down to -0.37 at m = 2)."""
         if self.distance_scores_:
-            return (self.backend_.transform(X_t) - self.feature_weights_).square().sum(1)
+            return self.backend_.map_rows(X_t, lambda z: (z - self.feature_weights_).square().sum(1))
         return 1.0 - 2.0 * self._kernel_weights(X_t) + self.aKa_
 
     def _inputs(self, X, name: str = "X"):

@@ -283,3 +283,20 @@ def test_the_loader_draws_nothing_from_torchs_global_generator():
     torch.manual_seed(0)
     list(DataLoader(data, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(1)))
     assert torch.equal(after_sliced, torch.rand(1))
+
+
+# ---- memory: the fitted model keeps no training factor, and scores in blocks
+
+@pytest.mark.parametrize("kernel", ["nystrom", "rff"])
+def test_a_fit_keeps_no_training_factor_and_scores_in_blocks(kernel, monkeypatch):
+    X, Z = _rows(300), _rows(1000, seed=1)
+    model = LpSVDD(kernel=kernel, n_components=64, random_state=0).fit(X)
+    assert not hasattr(model.backend_, "Z_") and model.factor_columns_ == model.feature_weights_.shape[0]
+    whole = model.dissimilarity(Z)
+    monkeypatch.setattr(type(model.backend_), "FACTOR_ROWS", 128)  # 8 blocks, the last one short
+    np.testing.assert_allclose(model.dissimilarity(Z), whole, rtol=1e-6, atol=1e-6)
+    # the reference: the map on all rows at once, then the score's formula
+    z = model.backend_.transform(torch.as_tensor(Z))
+    w = model.feature_weights_
+    expected = ((z - w).square().sum(1) if model.distance_scores_ else 1 - 2 * z @ w + model.aKa_).numpy()
+    np.testing.assert_allclose(whole, expected, rtol=1e-5, atol=1e-6)

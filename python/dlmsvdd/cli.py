@@ -103,6 +103,9 @@ TRAIN_FLAGS = {
             "torchrun spell it --margin-nu)",
     "--self-labelling": "without labelled anomalies: the fraction of training rows, the most anomalous to a "
                         "one-class LpSVDD on the inputs, labelled anomalous before training (0: none)",
+    "--epoch-rows": "on tables of more than 10,000 training rows, the rows each epoch trains on (a fresh draw; "
+                    "the final boundary on all of them); 0: every row (default: the recipe's, 4096 for the MLP, "
+                    "0 for images)",
     "--gamma": "median (1 / the initial features' median squared distance, once), local (10 x that), "
                "per-epoch, or a value",
     "--solver": "apg, pairwise or paper",

@@ -723,11 +723,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         with memory.peak(self.device) as probe, warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             fit(feats, targets)
-        factor = getattr(svdd.backend_, "Z_", None)
         n = len(train)
         return {"build_seconds": svdd.build_seconds_, "solve_seconds": svdd.solve_seconds_,
                 "converged": bool(svdd.converged_), "peak_bytes": probe.bytes, "memory_method": probe.method, "n_train": n,
-                "n_features": feats.shape[1], "rank": None if factor is None else factor.shape[1],
+                "n_features": feats.shape[1], "rank": svdd.factor_columns_,
                 "full_kernel_bytes": n * n * feats.element_size()}
 
     # ---- scoring
