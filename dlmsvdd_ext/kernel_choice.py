@@ -31,7 +31,10 @@ AUTO_COMPONENTS = 256  # "auto"'s largest budget m (a smaller n_components is ke
 # development sets: tens to a few hundred; the estimate takes this many, so it errs low).
 EXPECTED_PRODUCTS = 30
 SLOW_FIT_SECONDS = 60.0  # an exact fit estimated longer than this is said up front
-PROGRESS_SECONDS = 5.0  # a fit estimated longer than this shows its solver's progress
+PROGRESS_SECONDS = 5.0  # an exact fit estimated longer than this shows its solver's progress
+# ... and an approximation's whose factor has this many entries (n x m): 700,000 x 256 (1.8e8) fitted
+# in 3.9 s on 2 threads (docs/results/big-tables.md)
+PROGRESS_FACTOR_ENTRIES = 2.5e8
 _PROBE_ROWS = 2048  # the rows of the product timed to estimate this machine's rate
 
 
@@ -97,6 +100,15 @@ def exact_cost(n: int, d: int, dtype: torch.dtype, device, cache_size="auto") ->
     seconds = product * (1.0 + 0.1 * EXPECTED_PRODUCTS) if materialised else product * EXPECTED_PRODUCTS
     return {"seconds": seconds, "matrix_bytes": matrix_bytes, "materialised": materialised,
             "product_seconds": product}
+
+
+def shows_progress(exact_estimate: float | None, n: int, n_components: int, exact: bool) -> bool:
+    """Whether a fit shows a bar of its solver's kernel products: an exact kernel estimated longer
+    than ``PROGRESS_SECONDS`` (``exact_estimate``), or a factor of ``PROGRESS_FACTOR_ENTRIES``
+    entries or more."""
+    if exact:
+        return exact_estimate is not None and exact_estimate > PROGRESS_SECONDS
+    return float(n) * n_components >= PROGRESS_FACTOR_ENTRIES
 
 
 def _duration(seconds: float) -> str:

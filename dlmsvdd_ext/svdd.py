@@ -249,8 +249,9 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         backend = self._backend(X_t.shape[0]).fit(X_t)
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
         built = _synchronized_clock(X_t.device)
-        if estimate is not None and estimate > kernel_choice.PROGRESS_SECONDS and self.solver == "apg":
-            operator = ProductProgress(operator, self.max_iter, f"LpSVDD exact kernel, {X_t.shape[0]:,} rows")
+        if self.solver == "apg" and kernel_choice.shows_progress(estimate, X_t.shape[0], self.n_components_,
+                                                                backend.is_exact):
+            operator = ProductProgress(operator, self.max_iter, f"LpSVDD {self.kernel_} kernel, {X_t.shape[0]:,} rows")
         try:
             result = solve(operator, problem, method=self.solver, max_iter=self.max_iter, tol=self.tol,
                            alpha0=None if restart else self._warm_alpha(t))

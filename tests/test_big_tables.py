@@ -194,6 +194,14 @@ def test_a_long_fit_shows_its_products(small_limit, monkeypatch, capsys):
     assert "LpSVDD exact kernel, 300 rows" in err and "product" in err and model.converged_
 
 
+def test_a_large_factor_shows_its_products(small_limit, monkeypatch, capsys):
+    monkeypatch.setattr(kernel_choice, "PROGRESS_FACTOR_ENTRIES", 300 * 64)
+    LpSVDD(n_components=64).fit(_rows(299))  # 299 x 64 entries: below, no bar
+    assert "LpSVDD" not in capsys.readouterr().err
+    LpSVDD(n_components=64).fit(_rows(300))
+    assert "LpSVDD nystrom kernel, 300 rows" in capsys.readouterr().err
+
+
 def test_the_progress_operator_counts_every_product():
     from dlmsvdd_ext.kernel_operator import exact_rbf_operator
     from dlmsvdd_ext.progress import ProductProgress
