@@ -136,8 +136,21 @@ class SplitRows(Dataset):
         return self.rows[int(self.split.indices[i])], int(self.split.targets[i])
 
     def take(self, positions: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Many rows in one call (their order in the split), and their targets: a batch without
-        a Python call per row (``dlmsvdd.training.batches``)."""
+        """Many rows in one call, and their targets: a batch without a Python call per row
+        (``dlmsvdd.training.batches``).
+
+        Parameters
+        ----------
+        positions : numpy.ndarray
+            Positions in the split (0 to ``len(self) - 1``), int64.
+
+        Returns
+        -------
+        rows : torch.Tensor
+            The rows, in the order of ``positions``.
+        targets : torch.Tensor
+            Their targets, +1 / -1, int64.
+        """
         rows = torch.as_tensor(np.asarray(self.split.indices)[positions], dtype=torch.long)
         return self.rows[rows], torch.as_tensor(np.asarray(self.split.targets)[positions], dtype=torch.long)
 
