@@ -53,9 +53,8 @@ def choose(kernel: str, n_components: int, n: int) -> tuple[str, int]:
     return AUTO_APPROXIMATION, min(n_components, AUTO_COMPONENTS)
 
 
-def describe(kernel: str, n_components: int, n: int) -> str:
-    """One line for the log: what "auto" chose for n rows, and why."""
-    chosen, m = choose(kernel, n_components, n)
+def describe(chosen: str, m: int, n: int) -> str:
+    """One line for the log: what "auto" chose (``chosen``, with budget ``m``) for n rows, and why."""
     if chosen == "exact":
         return f"kernel 'auto': exact for {n:,} training rows (exact up to {EXACT_MAX_ROWS:,})"
     return (f"kernel 'auto': {chosen} with m = {m} for {n:,} training rows (the exact kernel's n^2 cost "

@@ -403,21 +403,22 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         return check_gamma(scale / median_sq, dtype)
 
     def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None) -> float | None:
-        """``kernel_`` and its budget for a fit on these rows (``n_rows`` of them in all: sharded,
+        """``kernel_`` and its budget ``n_components_`` (before ``_backend`` cuts it) for a fit on these rows (``n_rows`` of them in all: sharded,
         every rank's), said in the log when it changes; before an exact kernel on many rows, its
         estimated seconds (a warning when that is long: ``kernel_choice.warn_if_slow``)."""
         n = X_t.shape[0] if n_rows is None else n_rows
         previous = getattr(self, "kernel_", None)
-        self.kernel_, self._budget = kernel_choice.choose(self.kernel, self.n_components, n)
+        self.kernel_, self.n_components_ = kernel_choice.choose(self.kernel, self.n_components, n)
         if self.kernel == kernel_choice.AUTO and self.kernel_ != previous:
-            log.info(kernel_choice.describe(self.kernel, self.n_components, n))
+            log.info(kernel_choice.describe(self.kernel_, self.n_components_, n))
         if self.kernel_ != "exact":
             return None
         return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size, stacklevel=4)
 
     def _backend(self, n: int) -> kernels.KernelBackend:
-        """The kernel backend (``kernel_``) for n training samples, its budget cut to what it can build."""
-        m = self._budget
+        """The kernel backend (``kernel_``) for n training samples, its budget (``n_components_``) cut to
+        what it can build."""
+        m = self.n_components_
         limit = kernels.max_components(self.kernel_, n)
         if limit is not None and m > limit:
             warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel_} takes its "
@@ -744,7 +745,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
 
     _SCALARS = ("gamma_", "objective_", "gap_", "n_iter_", "converged_", "aKa_", "r2_", "rho2_", "b_normal_",
-                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_", "kernel_")
+                "b_anomaly_", "offset_", "n_features_in_", "stalled_", "nu_", "distance_scores_", "threshold_rule_",
+                "kernel_")
 
     def state_dict(self) -> dict:
         """The hyper-parameters and the fitted boundary, as plain tensors and numbers.

@@ -234,7 +234,8 @@ def _resume_config(args):
         done = (Path(args.resume) / "model.pt").is_file()
         raise ValueError(f"{args.resume} holds no unfinished run (no {runs.CHECKPOINT}"
                          + ("; it finished: model.pt is there)" if done else ")"))
-    values = {**checkpoints.upgraded_config(progress["config"]), **{k: v for k, v in _given(args).items() if k in RESUMABLE}}
+    values = {**checkpoints.upgraded_config(progress["config"]),
+              **{k: v for k, v in _given(args).items() if k in RESUMABLE}}
     return TrainConfig.from_dict({**values, "output": args.resume})
 
 

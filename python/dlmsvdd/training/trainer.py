@@ -337,7 +337,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     @staticmethod
     def _alpha_record(svdd: LpSVDD) -> dict:
         """What the history keeps of an alpha-step."""
-        return {"rows": len(svdd.alpha_), "kernel": svdd.kernel_, "n_components": None if svdd.kernel_ == "exact" else svdd.n_components_,
+        return {"rows": len(svdd.alpha_), "kernel": svdd.kernel_,
+                "n_components": None if svdd.kernel_ == "exact" else svdd.n_components_,
                 "gamma": svdd.gamma_, "objective": svdd.objective_, "gap": svdd.gap_, "n_iter": svdd.n_iter_,
                 "converged": bool(svdd.converged_), "stalled": bool(svdd.stalled_),
                 "fw_gap": [float(g) for g in svdd.history_.get("gap", [])], "b_normal": svdd.b_normal_,
