@@ -1,29 +1,35 @@
-"""Why a row is anomalous: per-feature attributions of the dissimilarity f, shared by ``LpSVDD.explain``
-and ``DLMSVDD.explain`` (each hands in its f and the training normals it keeps).
+"""Why a row is anomalous: per-feature attributions, shared by ``LpSVDD.explain`` and
+``DLMSVDD.explain`` (each hands in its f and the training normals it keeps).
 
-Two methods, by the input's kind (measured on ADBench's development sets,
-``tests/benchmarks/explain_study.py``; the numbers are in ``docs/user-guide/explain.md``):
+Three methods (``METHODS``); ``method="auto"`` takes the one measured best for the input's kind
+(ADBench's development sets and digits, ``tests/benchmarks/explain_study.py``; the numbers are in
+``docs/user-guide/explain.md``):
 
-* **Feature vectors (N, D)** (tables included): one-feature repairs, ``feature_repair``. Feature j's
-  attribution is f(x) minus f of x with x_j alone clipped into the range that the 16 training normals
-  nearest to x in the other features hold: 0 for a value such rows hold too, in the units of f, not
-  summing to anything. It named a feature moved by 6 standard deviations and a contextual anomaly (a
-  value normal for the column, wrong for the row) more often than integrated gradients, gradient times
-  deviation, occlusion by the nearest normal row's or random normal rows' values, and repairs to the
-  value of the nearest row without j: integrated gradients from the nearest normal row b spread
-  f(x) - f(b) over every feature in which b differs from x, and a moved row differs from every normal
-  row in all of them.
-* **Images** (N, C, H, W): integrated gradients (Sundararajan, Taly and Yan, 2017) from the row's
-  nearest kept training normal b (Euclidean over the pixels the network sees):
+* ``"range"`` (feature vectors and tables, the default): how far x_j lies outside the range that the 16
+  training normals nearest to x in the *other* features hold, in standard deviations of feature j
+  (``feature_ranges.outside``): 0 for a value such rows hold too. It reads the model through the
+  normals it was fitted on, not through f: which feature is out of place for this row, and by how
+  much. It named a feature moved by 6 standard deviations more often than any attribution of f
+  measured (integrated gradients, gradient times deviation, occlusion, the repairs below), and more
+  often than |z-score|, which cannot see a contextual anomaly (a value normal for the column, wrong
+  for the row); it costs the neighbour search alone.
+* ``"repair"``: f(x) minus f of x with x_j alone clipped into that range (``feature_ranges.attribute``),
+  in the units of f: how much of the model's own dissimilarity putting the feature back removes. It
+  names contextual anomalies about as often and moved features less often (f barely responds to one
+  of 512 embedding coordinates, and several features just outside their range compete); it costs a
+  scoring pass per feature out of its range on top of the search.
+* ``"integrated"`` (images, the default there): integrated gradients (Sundararajan, Taly and Yan, 2017)
+  of f from the row's nearest kept training normal b (Euclidean over the pixels the network sees):
 
       A_j(x) = (x_j - b_j) * mean over k of df/dx_j (b + (k + 1/2) / S * (x - b)),   k = 0 .. S - 1,
 
   the midpoint rule for the path integral of the gradient along the line from b to x: shares of
   f(x) - f(b) in the units of f, summing to it up to the rule's error; a pixel x shares with b gets 0.
-  Its cost does not grow with the pixels (S gradients, about 2 S + 1 scoring passes), where the
-  repairs need a scoring pass per pixel out of range; on digits its maps find a bright patch
-  (pixel AUROC above 0.99). The RBF kernel's gradient vanishes far from the data, which is why the
-  gradient is integrated from a normal row rather than taken at x.
+  Its cost does not grow with the pixels (S gradients, about 2 S + 1 scoring passes); on digits its
+  maps find a bright patch (pixel AUROC above 0.99). The RBF kernel's gradient vanishes far from the
+  data, which is why the gradient is integrated from a normal row rather than taken at x.
+
+``"range"`` and ``"repair"`` take images too (over their flattened pixels), ``"integrated"`` vectors.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import feature_repair
+from . import feature_ranges
+
+METHODS = ("auto", "range", "repair", "integrated")  # explain(method=...): see above
 
 STEPS = 2  # S: midpoint steps of the path integral (1, 2, 4, 8 named the same feature within 0.04 on every set: the study)
 REFERENCE_ROWS = 2000  # training normals kept as baselines (a seeded subset of them)
@@ -161,21 +169,48 @@ def integrated(score, X: torch.Tensor, reference: torch.Tensor, *, steps: int = 
     return torch.cat(parts) if parts else torch.zeros_like(X)
 
 
-def attribute(score, X: torch.Tensor, reference: torch.Tensor, *, steps: int = STEPS, batch: int = BATCH,
-              groups: torch.Tensor | None = None) -> torch.Tensor:
-    """The attributions of ``explain``: one-feature repairs (``feature_repair``) for vectors (n, d),
-    integrated gradients from the nearest reference row (``integrated``) for images.
+def chosen_method(method: str, ndim: int) -> str:
+    """The method ``attribute`` runs: ``method`` itself, or for ``"auto"`` ``"range"`` on vectors (ndim 2)
+    and ``"integrated"`` on images.
+
+    Parameters
+    ----------
+    method : str
+        One of ``METHODS``.
+    ndim : int
+        The rows' number of dimensions (2: vectors).
+
+    Returns
+    -------
+    str
+        ``"range"``, ``"repair"`` or ``"integrated"``.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))}; got {method!r}")
+    if method != "auto":
+        return method
+    return "range" if ndim == 2 else "integrated"
+
+
+def attribute(score, X: torch.Tensor, reference: torch.Tensor, *, method: str = "auto", steps: int = STEPS,
+              batch: int = BATCH, groups: torch.Tensor | None = None) -> torch.Tensor:
+    """The attributions of ``explain`` by ``method`` (see the module): how far each feature lies outside
+    its look-alikes' range (``"range"``), f's fall when it is put back (``"repair"``), or integrated
+    gradients from the nearest reference row (``"integrated"``); ``"auto"``: range for vectors (n, d),
+    integrated gradients for images.
 
     Parameters
     ----------
     score : callable
-        Rows (n, ...) -> f (n,), differentiable (images) or not (vectors).
+        Rows (n, ...) -> f (n,), differentiable for ``"integrated"``.
     X : torch.Tensor
         The rows (n, ...), in the dtype and on the device ``score`` takes.
     reference : torch.Tensor
         Training normals (m, ...).
+    method : str
+        One of ``METHODS``.
     steps, batch : int
-        Pieces of the path and rows at once, for images.
+        Pieces of the path and rows at once, for ``"integrated"``.
     groups : torch.Tensor or None
         For vectors: the output column of each of X's columns (a table's one-hot and indicator
         columns summed into the column they encode); None: X's shape.
@@ -187,10 +222,16 @@ def attribute(score, X: torch.Tensor, reference: torch.Tensor, *, steps: int = S
     """
     if steps < 1 or int(steps) != steps:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
-    if X.ndim == 2:
-        out = feature_repair.attribute(score, X, reference.to(X.device, X.dtype))
-    else:
+    method = chosen_method(method, X.ndim)
+    if method == "integrated":
         out = integrated(score, X, reference, steps=int(steps), batch=batch)
+    else:
+        rows, ref = X.flatten(1), reference.to(X.device, X.dtype).flatten(1)
+        if method == "range":
+            out = feature_ranges.outside(rows, ref)
+        else:
+            out = feature_ranges.attribute(lambda r: score(r.reshape(-1, *X.shape[1:])), rows, ref)
+        out = out.reshape(X.shape)
     if groups is None:
         return out
     summed = out.new_zeros(out.shape[0], int(groups.max()) + 1)

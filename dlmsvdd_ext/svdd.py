@@ -585,27 +585,32 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         f, numpy_like = self._scored(X)
         return self._out(f, numpy_like)
 
-    def explain(self, X, *, reference=None, steps=explain.STEPS):
-        """Per-feature attributions of f(x): larger = more responsible for the row's dissimilarity.
+    def explain(self, X, *, reference=None, method="auto", steps=explain.STEPS):
+        """Per-feature attributions: larger = more responsible for the row's dissimilarity.
 
-        One-feature repairs (``dlmsvdd_ext.feature_repair``): feature j's
-        attribution is f(x) minus f of x with x_j alone clipped into the range
-        that the 16 training normals nearest to x in the other features hold;
-        0 where x_j lies in that range, in the units of f, not summing to
-        anything. A table's one-hot and indicator columns are summed into the
-        column they encode. Costs a scoring pass per row and one per (row,
-        feature out of its range), plus the neighbour search: 11-15 times
-        scoring at 50 features (``docs/user-guide/explain.md``).
+        ``method="auto"`` (``"range"``): how far x_j lies outside the range
+        that the 16 training normals nearest to x in the other features hold,
+        in standard deviations of feature j over those normals; 0 inside it
+        (``dlmsvdd_ext.feature_ranges.outside``). ``method="repair"``: f(x)
+        minus f of x with x_j alone clipped into that range, in the units of
+        f. ``"integrated"``: integrated gradients of f from the nearest kept
+        normal. None of them sums to anything. A table's one-hot and indicator
+        columns are summed into the column they encode. ``"range"`` costs the
+        neighbour search (a few times scoring at 50 features), ``"repair"`` a
+        scoring pass per feature out of its range on top
+        (``docs/user-guide/explain.md``).
 
         Parameters
         ----------
         X : numpy.ndarray, torch.Tensor or table
             Rows (n, d) as ``fit`` took them.
         reference : array-like or None
-            Normal rows to take the baselines from, as X (None: the training
+            Normal rows to take the ranges from, as X (None: the training
             normals the fit kept, ``reference_``).
+        method : {"auto", "range", "repair", "integrated"}
+            The attribution (``dlmsvdd_ext.explain``).
         steps : int
-            Midpoint steps of the images' path integral (unused for vectors).
+            Midpoint steps of the ``"integrated"`` path integral.
 
         Returns
         -------
@@ -620,7 +625,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         encoding = getattr(self, "encoding_", None)
         groups = None if encoding is None or isinstance(X, torch.Tensor) else explain.column_groups(encoding)
         A = explain.attribute(self._dissimilarity, X_t, self.reference_ if reference is None else reference,
-                              steps=steps, groups=groups)
+                              method=method, steps=steps, groups=groups)
         return self._out(A, numpy_like)
 
     def score_samples(self, X):

@@ -46,7 +46,7 @@ def _plain_repairs(f, X, reference, neighbours, pool):
     return A
 
 
-@pytest.mark.parametrize("pool", [300, explain.feature_repair.POOL, 40])
+@pytest.mark.parametrize("pool", [300, explain.feature_ranges.POOL, 40])
 def test_lpsvdd_vector_attributions_match_a_plain_loop_of_repairs(lpsvdd, pool):
     """Against the plain loop, scored by ``dissimilarity`` (the fused path): the whole reference (300 rows)
     searched and the pooled searches; ``explain`` is the default pool's."""
@@ -54,11 +54,54 @@ def test_lpsvdd_vector_attributions_match_a_plain_loop_of_repairs(lpsvdd, pool):
     X = rng.normal(size=(6, 4)) * 1.5
     X[0, 1] += 6.0
     reference = lpsvdd.reference_.numpy()
-    A = explain.feature_repair.attribute(lpsvdd._dissimilarity, torch.as_tensor(X), lpsvdd.reference_, pool=pool)
+    A = explain.feature_ranges.attribute(lpsvdd._dissimilarity, torch.as_tensor(X), lpsvdd.reference_, pool=pool)
     np.testing.assert_allclose(A.numpy(), _plain_repairs(lpsvdd.dissimilarity, X, reference, 16, pool),
                                rtol=1e-9, atol=1e-12)
-    if pool == explain.feature_repair.POOL:
-        np.testing.assert_allclose(lpsvdd.explain(X), A.numpy(), rtol=1e-12, atol=1e-15)
+    if pool == explain.feature_ranges.POOL:
+        np.testing.assert_allclose(lpsvdd.explain(X, method="repair"), A.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def _plain_outside(X, reference, neighbours, pool):
+    """How far each feature lies outside its look-alikes' range, by a plain loop, over numpy's standard
+    deviation of the reference's columns (a constant column: the smallest positive one)."""
+    std = reference.std(0)
+    scale = np.where(std > 0, std, std[std > 0].min())
+    O = np.zeros_like(X)
+    for i, x in enumerate(X):
+        pooled = reference[np.argsort(((reference - x) ** 2).sum(1), kind="stable")[:pool]]
+        for j in range(X.shape[1]):
+            others = np.delete(np.arange(X.shape[1]), j)
+            near = pooled[np.argsort(((pooled[:, others] - x[others]) ** 2).sum(1), kind="stable")[:neighbours], j]
+            O[i, j] = max(near.min() - x[j], x[j] - near.max(), 0.0) / scale[j]
+    return O
+
+
+@pytest.mark.parametrize("pool", [300, explain.feature_ranges.POOL, 40])
+def test_the_default_ranges_match_a_plain_loop(lpsvdd, pool):
+    """``explain``'s default for vectors against the plain loop, a constant reference column included."""
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(6, 4)) * 1.5
+    X[0, 1] += 6.0
+    reference = lpsvdd.reference_.numpy().copy()
+    reference[:, 3] = 0.5  # constant: its scale is the smallest positive standard deviation
+    O = explain.feature_ranges.outside(torch.as_tensor(X), torch.as_tensor(reference), pool=pool)
+    np.testing.assert_allclose(O.numpy(), _plain_outside(X, reference, 16, pool), rtol=1e-9, atol=1e-12)
+    if pool == explain.feature_ranges.POOL:
+        np.testing.assert_allclose(lpsvdd.explain(X, reference=reference), O.numpy(), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(lpsvdd.explain(X), lpsvdd.explain(X, method="range"), rtol=0, atol=0)
+
+
+def test_a_constructed_range_is_known_exactly():
+    """Normal rows (i, i), i = 0 .. 99 (standard deviation sqrt(9999 / 12) per column); the row
+    (50.5, 62.5). Without feature 1 its 16 nearest rows are i = 43 .. 58, so x_1 = 62.5 is 4.5 above
+    their range; without feature 0 they are i = 55 .. 70, x_0 = 50.5 is 4.5 below. The row (20, 20)
+    lies on the data: 0, 0."""
+    reference = torch.arange(100, dtype=torch.float64)[:, None].repeat(1, 2)
+    x = torch.tensor([[50.5, 62.5], [20.0, 20.0]], dtype=torch.float64)
+    O = explain.feature_ranges.outside(x, reference)
+    s = (9999 / 12) ** 0.5
+    torch.testing.assert_close(O, torch.tensor([[4.5 / s, 4.5 / s], [0.0, 0.0]], dtype=torch.float64),
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_a_constructed_repair_is_known_exactly():
@@ -68,7 +111,7 @@ def test_a_constructed_repair_is_known_exactly():
     (7, 30) on the diagonal): x_0 = 7 is clipped to 17, which raises f: A_0 = A_1 = 2.5^2 - 7.5^2."""
     reference = torch.arange(20, dtype=torch.float64)[:, None].repeat(1, 3)
     x = torch.tensor([[7.0, 7.0, 30.0], [5.0, 5.0, 5.0]], dtype=torch.float64)
-    A = explain.feature_repair.attribute(lambda r: ((r - 9.5) ** 2).sum(1), x, reference, neighbours=3)
+    A = explain.feature_ranges.attribute(lambda r: ((r - 9.5) ** 2).sum(1), x, reference, neighbours=3)
     expected = torch.tensor([[2.5 ** 2 - 7.5 ** 2] * 2 + [20.5 ** 2 - 1.5 ** 2], [0.0, 0.0, 0.0]], dtype=torch.float64)
     torch.testing.assert_close(A, expected, rtol=0, atol=1e-12)  # a normal row: nothing to repair
 
@@ -118,12 +161,13 @@ def test_integrated_gradients_sum_to_the_change_of_f_and_name_the_only_feature_t
     np.testing.assert_allclose(A[0, 2], f(x.numpy())[0] - f(b.numpy())[0], rtol=1e-3)
 
 
-def test_a_shifted_feature_gets_the_largest_attribution(lpsvdd, dlm_vectors):
+@pytest.mark.parametrize("method", ["auto", "repair", "integrated"])
+def test_a_shifted_feature_gets_the_largest_attribution(lpsvdd, dlm_vectors, method):
     rows = _normal(40, seed=3)
     j = np.arange(40) % 4
     rows[np.arange(40), j] += 6.0
     for model in (lpsvdd, dlm_vectors):
-        A = model.explain(rows.astype(np.float32) if model is dlm_vectors else rows)
+        A = model.explain(rows.astype(np.float32) if model is dlm_vectors else rows, method=method)
         assert np.mean(A.argmax(1) == j) >= 0.9, type(model).__name__
 
 
@@ -143,7 +187,8 @@ def test_images_come_back_in_the_shape_given(grey):
     rng = np.random.default_rng(5)
     images = rng.random((40, 8, 8) if grey else (40, 1, 8, 8)).astype(np.float32)
     model = DLMSVDD(seed=0, verbose=0, epochs=0, backbone="small_cnn", weights=None).fit(images)
-    assert model.explain(images[:3]).shape == images[:3].shape
+    for method in explain.METHODS:  # the vectors' methods over the flattened pixels
+        assert model.explain(images[:3], method=method).shape == images[:3].shape
 
 
 def test_a_tables_encoded_columns_are_summed_into_its_columns():
@@ -171,6 +216,8 @@ def test_bad_input_is_refused_with_what_to_do(lpsvdd):
         lpsvdd.explain(_normal(2, d=3))
     with pytest.raises(ValueError, match="steps must be a whole number"):
         lpsvdd.explain(_normal(2), steps=0)
+    with pytest.raises(ValueError, match="method must be one of 'auto', 'range', 'repair', 'integrated'"):
+        lpsvdd.explain(_normal(2), method="shap")
     with pytest.raises(ValueError, match=r"from 1 to the 4 column"):
         explain.top_columns(np.zeros((2, 4)), 5)
     with pytest.raises(ValueError, match=r"from 1 to the 4 column"):
@@ -217,10 +264,15 @@ def test_score_explain_names_the_k_most_responsible_columns(tmp_path, capsys):
     A = model.explain(new)
     assert [r["top1"] for r in rows] == ["b", "c"]  # the moved columns, by name
     for r, a in zip(rows, A):
-        order = np.argsort(-a)
+        order = np.argsort(-a, kind="stable")  # ties (columns inside their range: 0) in column order
         assert [r["top1"], r["top2"]] == [new.columns[order[0]], new.columns[order[1]]]
         np.testing.assert_allclose([float(r["top1_attribution"]), float(r["top2_attribution"])], a[order[:2]],
                                    rtol=1e-5)
+    assert main(["score", str(run), "--csv", str(tmp_path / "new.csv"), "--explain", "1", "--explain-method",
+                 "repair"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    repairs = model.explain(new, method="repair")
+    np.testing.assert_allclose([float(r["top1_attribution"]) for r in rows], repairs.max(1), rtol=1e-5)
     assert main(["score", str(run), "--csv", str(tmp_path / "new.csv"), "--explain", "4"]) == 2
     assert "from 1 to the 3 column(s)" in capsys.readouterr().err
     assert main(["score", str(run), "--split", "test", "--explain", "1"]) == 2

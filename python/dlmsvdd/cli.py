@@ -391,7 +391,7 @@ def _score(args) -> int:
         from .experiments.explanations import explained_columns
 
         extra_header, extra = explained_columns(model, images, args.explain, out, not isinstance(
-            model.stored_preprocessing(), VectorPreprocessing))
+            model.stored_preprocessing(), VectorPreprocessing), args.explain_method)
     predictions = model.decide(f, fpr=args.fpr, fdr=args.fdr)
     # conformal p-values from the model's calibration normals; blank for a model without them
     p_values = [""] * len(f) if model.calibration_ is None else [f"{p:.9g}" for p in model.calibration_.p_values(f)]
@@ -510,6 +510,7 @@ def _report(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from dlmsvdd_ext import __version__
+    from dlmsvdd_ext.explain import METHODS as EXPLAIN_METHODS
 
     from .training.config import TrainConfig
     from .training.export import FORMATS, INPUT_DTYPES
@@ -599,6 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(by name) and their attributions, as columns topI, topI_attribution; images: the K "
                                 "pixels, and every map written beside --output as CSV.explain.npy and "
                                 "CSV.explain/INDEX.png (DLMSVDD.explain)")
+            e.add_argument("--explain-method", choices=EXPLAIN_METHODS, default="auto",
+                           help="how --explain attributes: auto (range for vectors and tables, integrated for "
+                                "images), range (how far each column lies outside the range its training "
+                                "look-alikes hold, in standard deviations), repair (how much f falls when it is "
+                                "put back) or integrated (integrated gradients of f); see DLMSVDD.explain")
             rule = e.add_mutually_exclusive_group()
             rule.add_argument("--fpr", type=float, metavar="LEVEL",
                               help="predict by conformal p-value <= LEVEL: each normal sample is flagged with "

@@ -22,7 +22,8 @@ def column_names(model, X, images: bool) -> list[str]:
     return [str(j) for j in range(model.stored_preprocessing().width)]
 
 
-def explained_columns(model, X, k: int, output: Path | None, images: bool) -> tuple[list[str], list[list[str]]]:
+def explained_columns(model, X, k: int, output: Path | None, images: bool,
+                      method: str = "auto") -> tuple[list[str], list[list[str]]]:
     """The CSV's extra header and cells: ``top1`` .. ``topK`` (the names) and their attributions;
     for images also ``map`` (the PNG beside ``output``; the maps' array is ``<output>.explain.npy``).
 
@@ -38,6 +39,8 @@ def explained_columns(model, X, k: int, output: Path | None, images: bool) -> tu
         The CSV file (None: standard output, refused for images: their maps need a place).
     images : bool
         Whether the model takes images (else vectors or a table's rows).
+    method : str
+        ``DLMSVDD.explain``'s method.
 
     Returns
     -------
@@ -50,7 +53,7 @@ def explained_columns(model, X, k: int, output: Path | None, images: bool) -> tu
     attribution.check_k(k, len(names))
     if images and output is None:
         raise ValueError("--explain on images writes their maps beside the CSV: give --output FILE")
-    A = np.asarray(model.explain(X), dtype=np.float64)
+    A = np.asarray(model.explain(X, method=method), dtype=np.float64)
     top, values = attribution.top_columns(A.reshape(len(A), -1), k, names)
     header = [h for i in range(1, k + 1) for h in (f"top{i}", f"top{i}_attribution")]
     cells = [[c for name, v in zip(r, vs) for c in (name, f"{v:.6g}")] for r, vs in zip(top, values)]

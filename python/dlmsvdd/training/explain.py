@@ -1,13 +1,15 @@
-"""``DLMSVDD.explain``: per-feature (per-pixel) attributions of the trained detector's f, by the method of
-``dlmsvdd_ext.explain`` (one-feature repairs for vectors, integrated gradients from the nearest
-training normal for images) through the network.
+"""``DLMSVDD.explain``: per-feature (per-pixel) attributions by the methods of ``dlmsvdd_ext.explain``
+on the network's input: for vectors and tables, by default how far each input column lies outside the
+range its training look-alikes hold (``"range"``; ``"repair"``: f's fall when it is put back); for images
+integrated gradients of f through the network from the nearest training normal.
 
-What is attributed: f of the network's input, ``svdd_(network_(x))``, the squared RKHS distance to the
-centre before the distance guard's floor (``dlmsvdd.training.guard``: that floor is a step, which no
-gradient sees and which would hide a repair's fall; the guard's own coordinate, a smooth function of the input, is attributed as any
-feature is). The input is the one the network takes: for vectors the standardised columns (the
-attributions are in the units of f, not of the columns, so the scale does not matter), a table's
-encoded columns summed back into the columns they encode; for images the pixels the network sees.
+What f is, where a method reads it: f of the network's input, ``svdd_(network_(x))``, the squared RKHS
+distance to the centre before the distance guard's floor (``dlmsvdd.training.guard``: that floor is a
+step, which no gradient sees and which would hide a repair's fall; the guard's own coordinate, a smooth
+function of the input, is attributed as any feature is). The input is the one the network takes: for
+vectors the standardised columns (the ranges are in standard deviations and the repairs in units of f,
+so that scale does not matter), a table's encoded columns summed back into the columns they encode;
+for images the pixels the network sees.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def reference_inputs(train: Dataset, seed: int) -> torch.Tensor:
     return torch.stack(rows) if rows else first.new_zeros((0, *first.shape))
 
 
-def explain(model, X, reference=None, steps: int = attribution.STEPS) -> np.ndarray:
+def explain(model, X, reference=None, method: str = "auto", steps: int = attribution.STEPS) -> np.ndarray:
     """``DLMSVDD.explain`` (see there): attributions of f for an array of raw inputs.
 
     Parameters
@@ -59,8 +61,10 @@ def explain(model, X, reference=None, steps: int = attribution.STEPS) -> np.ndar
         Raw inputs as ``fit`` takes them.
     reference : array-like or None
         Normal raw inputs to take baselines from (None: the kept training normals).
+    method : str
+        One of ``dlmsvdd_ext.explain.METHODS``.
     steps : int
-        Midpoint steps of the images' path integral.
+        Midpoint steps of the ``"integrated"`` path integral.
 
     Returns
     -------
@@ -89,6 +93,6 @@ def explain(model, X, reference=None, steps: int = attribution.STEPS) -> np.ndar
     spec = model.preprocessing_
     encoding = getattr(spec, "encoding", None)
     groups = None if encoding is None else attribution.column_groups(encoding)
-    A = attribution.attribute(score, inputs, reference, steps=steps, groups=groups).cpu().numpy()
+    A = attribution.attribute(score, inputs, reference, method=method, steps=steps, groups=groups).cpu().numpy()
     # grey images (N, H, W) come back as they were given, not as the network's (N, 1, H, W)
     return A.reshape(np.shape(X)) if A.ndim > 2 and A.size == np.prod(np.shape(X)) else A

@@ -916,16 +916,19 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return metrics.predict(f, self.threshold_)
         return np.where(self._calibration().flags(f, fpr=fpr, fdr=fdr), -1, 1)
 
-    def explain(self, X, *, reference=None, steps: int = explain.attribution.STEPS) -> np.ndarray:
-        """Per-feature (per-pixel) attributions of f(x): larger = more responsible for the row's dissimilarity.
+    def explain(self, X, *, reference=None, method: str = "auto",
+                steps: int = explain.attribution.STEPS) -> np.ndarray:
+        """Per-feature (per-pixel) attributions: larger = more responsible for the row's dissimilarity.
 
-        Of f through the network, in the units of f (``dlmsvdd.training.explain``,
-        ``dlmsvdd_ext.explain``): for vectors and tables, one-feature repairs
-        (f(x) minus f with x_j alone clipped into the range the 16 nearest
-        training normals without j hold; 0 inside it); for images, integrated
-        gradients from the nearest training normal b, summing to f(x) - f(b)
-        up to the ``steps``-point rule's error. The distance guard's floor is
-        not attributed.
+        ``method="auto"``: for vectors and tables ``"range"``, how far x_j
+        lies outside the range that the 16 training normals nearest to x in
+        the other features hold, in standard deviations of the network's
+        input column j (0 inside it); for images ``"integrated"``, integrated
+        gradients of f through the network from the nearest training normal
+        b, summing to f(x) - f(b) up to the ``steps``-point rule's error.
+        ``"repair"``: f(x) minus f with x_j alone clipped into that range.
+        f is attributed before the distance guard's floor
+        (``dlmsvdd.training.explain``, ``dlmsvdd_ext.explain``).
 
         Parameters
         ----------
@@ -933,17 +936,19 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Raw inputs as ``fit`` takes them: feature vectors (N, D), a table,
             or images (N, C, H, W) or (N, H, W).
         reference : array-like or None
-            Normal raw inputs to take the baselines from (None: the training
-            normals the fit kept, ``reference_``).
+            Normal raw inputs to take the ranges or baselines from (None: the
+            training normals the fit kept, ``reference_``).
+        method : {"auto", "range", "repair", "integrated"}
+            The attribution (``dlmsvdd_ext.explain``).
         steps : int
-            Midpoint steps of the images' path integral.
+            Midpoint steps of the ``"integrated"`` path integral.
 
         Returns
         -------
         numpy.ndarray
             Attributions of X's shape (a table's: one per column).
         """
-        return explain.explain(self, X, reference=reference, steps=steps)
+        return explain.explain(self, X, reference=reference, method=method, steps=steps)
 
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
