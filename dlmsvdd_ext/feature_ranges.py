@@ -39,11 +39,36 @@ of its range): about 6 of 50 Gaussian features at 16 neighbours.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 NEIGHBOURS = 16  # rows whose range of x_j counts as normal (the study: 8 named contextual anomalies better, 32 shifts)
-POOL = 128  # reference rows nearest over all features among which the leave-one-out search runs
+POOL = 64  # reference rows nearest over all features among which the leave-one-out search runs (the study)
 VALUES = 1 << 22  # numbers held at once by the search's rows x D x POOL block
+
+
+def smallest(values: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the k smallest entries along the last dimension, in no particular order.
+
+    On the CPU numpy's introselect (``argpartition``): it took 0.05 s and 0.12 s where ``torch.topk`` took
+    0.18 s and 0.33 s for this module's two selections on 10,000 rows of 50 features (1 thread), and the
+    search is the whole cost of ``outside``; elsewhere ``torch.topk``.
+
+    Parameters
+    ----------
+    values : torch.Tensor
+        (..., m), not requiring gradients.
+    k : int
+        1 <= k <= m.
+
+    Returns
+    -------
+    torch.Tensor
+        (..., k) long indices into the last dimension.
+    """
+    if values.device.type == "cpu":
+        return torch.from_numpy(np.argpartition(values.numpy(), k - 1, axis=-1)[..., :k])
+    return values.topk(k, dim=-1, largest=False, sorted=False).indices
 
 
 def ranges(X: torch.Tensor, reference: torch.Tensor, neighbours: int = NEIGHBOURS, pool: int = POOL):
@@ -66,14 +91,19 @@ def ranges(X: torch.Tensor, reference: torch.Tensor, neighbours: int = NEIGHBOUR
     """
     pool = min(pool, len(reference))
     neighbours = min(neighbours, pool)
+    # the search ranks distances in float32 (half the memory traffic of float64; the explain benchmark's
+    # cost is this search) on rows centred at the reference's mean, so that large offsets do not cancel
+    # away the differences; the range's values come from the rows as given
+    centre = reference.mean(0)
+    x, r = (X - centre).float(), (reference - centre).float()
     # ||x||^2 is the same for every candidate: it cancels in the argmin and is added back below for
     # the leave-one-out distances, which need the full squared distance
-    d2 = (reference * reference).sum(1) - 2.0 * X @ reference.T + (X * X).sum(1, keepdim=True)
-    candidates = d2.topk(pool, dim=1, largest=False).indices  # (n, P)
-    pooled = reference[candidates].transpose(1, 2)  # (n, d, P)
-    leave_out = d2.gather(1, candidates)[:, None, :] - (X[:, :, None] - pooled).square()  # (n, d, P)
-    nearest = leave_out.topk(neighbours, dim=2, largest=False).indices
-    values = pooled.gather(2, nearest)  # (n, d, K): feature j of x's K look-alikes without j
+    d2 = (r * r).sum(1) - 2.0 * x @ r.T + (x * x).sum(1, keepdim=True)
+    candidates = smallest(d2, pool)  # (n, P)
+    pooled = r[candidates].transpose(1, 2)  # (n, d, P)
+    leave_out = d2.gather(1, candidates)[:, None, :] - (x[:, :, None] - pooled).square()  # (n, d, P)
+    nearest = smallest(leave_out, neighbours)
+    values = reference[candidates].transpose(1, 2).gather(2, nearest)  # (n, d, K): x's K look-alikes without j
     return values.min(2).values, values.max(2).values
 
 

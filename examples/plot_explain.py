@@ -3,11 +3,11 @@ Why is this row anomalous?
 ==========================
 
 ``explain(X)`` says how much each feature of a row is responsible for its
-dissimilarity f, in the units of f (``dlmsvdd_ext.explain``): for a table's
-rows, how much f falls when that feature alone is put back into the range the
-nearest normal rows (in the other features) hold; for images, integrated
-gradients of f from the nearest training normal image. Two pictures: the bars of a few flagged rows of a
-real table (scikit-learn's breast-cancer measurements, benign tumours as the
+dissimilarity (``dlmsvdd_ext.explain``): for a table's rows, how far that
+feature lies outside the range that the nearest normal rows (in the other
+features) hold, in the feature's standard deviations; for images, integrated
+gradients of f from the nearest training normal image, in the units of f.
+Two pictures: the bars of a few flagged rows of a real table (scikit-learn's breast-cancer measurements, benign tumours as the
 normal class), and the maps over digits that carry a bright 2x2 patch the
 training images never had.
 """
@@ -36,15 +36,16 @@ print(f"{len(flagged)} of {len(test)} test rows flagged ({(~benign[~train]).sum(
 # %%
 # The bars of three flagged rows
 # ------------------------------
-# Each bar is how much the row's f falls when that measurement alone is put back
-# into its normal range; the eight largest of 30.
+# Each bar is how far that measurement lies outside the range its look-alikes
+# hold, in standard deviations; the eight largest of 30. (``method="repair"``
+# gives how much f falls when it alone is put back instead.)
 fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), constrained_layout=True)
 for ax, row, a in zip(axes, worst, A):
     top = np.argsort(-a)[:8][::-1]
     ax.barh([cancer.feature_names[j] for j in top], a[top], color="tab:red")
     kind = "malignant" if cancer.target[~train][row] == 0 else "benign"
     ax.set_title(f"test row {row} ({kind}): f = {model.dissimilarity(test[row:row + 1])[0]:.3f}")
-    ax.set_xlabel("attribution (units of f)")
+    ax.set_xlabel("outside its normal range (standard deviations)")
     ax.tick_params(axis="y", labelsize=7)
 
 # %%
