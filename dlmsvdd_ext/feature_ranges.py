@@ -16,10 +16,10 @@ say how much of the model's dissimilarity putting that feature back alone remove
 responds to a feature (one of 512 embedding coordinates, a column of small spread in the kernel's
 geometry) they cannot single it out, and many features slightly outside their range compete.
 Measured on ADBench's development sets (``tests/benchmarks/explain_study.py``): a feature moved by 6
-standard deviations is named 0.918 (LpSVDD's reference rows) and 0.908 (DLMSVDD's) of the time by
-``outside``, 0.844 and 0.745 by the repairs of their f, 0.861 by |z-score|; a contextual anomaly (a
-value normal for the column, wrong for the row) 0.637 / 0.714 against the repairs' 0.675 / 0.739 and
-|z|'s 0.311 / 0.268. Neither sums to anything: each number is a separate one-feature comparison.
+standard deviations is named 0.914 (LpSVDD's reference rows) and 0.906 (DLMSVDD's) of the time by
+``outside``, 0.842 and 0.735 by the repairs of their f, 0.861 by |z-score|; a contextual anomaly (a
+value normal for the column, wrong for the row) 0.590 / 0.712 against the repairs' 0.651 / 0.730 and
+|z|'s 0.311 / 0.270. Neither sums to anything: each number is a separate one-feature comparison.
 
 Why leave j out: a row with one feature moved far is far from every normal row in that feature, so its
 nearest rows over all features are pulled towards rows extreme in it; without j they are the rows like
@@ -32,7 +32,7 @@ columns win.
 
 Cost: the search runs among the ``POOL`` reference rows nearest over all features (a distance per row
 and reference row, then ``POOL`` x D leave-one-out distances per row and the ``NEIGHBOURS`` nearest of
-each feature; the study measured the shift hit rates within 0.012 of the search over all 2,000 rows).
+each feature; the study measured the shift hit rates within 0.007 of the search over all 2,000 rows).
 ``outside`` costs that search alone; the repairs add a scoring pass per row and per (row, feature out
 of its range): about 6 of 50 Gaussian features at 16 neighbours.
 """
