@@ -11,7 +11,7 @@ Three methods (``METHODS``); ``method="auto"`` takes the one measured best for t
   normals it was fitted on, not through f: which feature is out of place for this row, and by how
   much. It named a feature moved by 6 standard deviations more often than any attribution of f
   measured (integrated gradients, gradient times deviation, occlusion, the repairs below), and more
-  often than |z-score|, which cannot see a contextual anomaly (a value normal for the column, wrong
+  often than the largest absolute z-score, which cannot see a contextual anomaly (a value normal for the column, wrong
   for the row); it costs the neighbour search alone.
 * ``"repair"``: f(x) minus f of x with x_j alone clipped into that range (``feature_ranges.attribute``),
   in the units of f: how much of the model's own dissimilarity putting the feature back removes. It

@@ -17,14 +17,14 @@ responds to a feature (one of 512 embedding coordinates, a column of small sprea
 geometry) they cannot single it out, and many features slightly outside their range compete.
 Measured on ADBench's development sets (``tests/benchmarks/explain_study.py``): a feature moved by 6
 standard deviations is named 0.914 (LpSVDD's reference rows) and 0.906 (DLMSVDD's) of the time by
-``outside``, 0.842 and 0.735 by the repairs of their f, 0.861 by |z-score|; a contextual anomaly (a
+``outside``, 0.842 and 0.735 by the repairs of their f, 0.861 by the largest absolute z-score; a contextual anomaly (a
 value normal for the column, wrong for the row) 0.590 / 0.712 against the repairs' 0.651 / 0.730 and
-|z|'s 0.311 / 0.270. Neither sums to anything: each number is a separate one-feature comparison.
+the z-score's 0.311 / 0.270. Neither sums to anything: each number is a separate one-feature comparison.
 
 Why leave j out: a row with one feature moved far is far from every normal row in that feature, so its
 nearest rows over all features are pulled towards rows extreme in it; without j they are the rows like
 x in everything else, and their range is where x_j should be. A contextual anomaly is outside the range
-its look-alikes hold, which a column-wise rule (|z-score|) cannot see. Why a range and not a
+its look-alikes hold, which a column-wise rule (the absolute z-score) cannot see. Why a range and not a
 neighbour's value: a feature inside the range is left alone (0), so typical values do not compete.
 Why standard deviations: the features' scales differ (a min-max-scaled column of small spread, a
 heavy-tailed embedding coordinate), and a distance in the input's own units would let the widest
@@ -68,6 +68,24 @@ def smallest(values: torch.Tensor, k: int) -> torch.Tensor:
     """
     if values.device.type == "cpu":
         return torch.from_numpy(np.argpartition(values.numpy(), k - 1, axis=-1)[..., :k])
+    return smallest_by_topk(values, k)
+
+
+def smallest_by_topk(values: torch.Tensor, k: int) -> torch.Tensor:
+    """``smallest`` by ``torch.topk``, on any device (the path of GPU tensors).
+
+    Parameters
+    ----------
+    values : torch.Tensor
+        (..., m).
+    k : int
+        1 <= k <= m.
+
+    Returns
+    -------
+    torch.Tensor
+        (..., k) long indices into the last dimension, in no particular order.
+    """
     return values.topk(k, dim=-1, largest=False, sorted=False).indices
 
 
