@@ -187,10 +187,8 @@ def attribute(score, X: torch.Tensor, reference: torch.Tensor, *, neighbours: in
     ----------
     score : callable
         (n, d) rows -> f (n,).
-    X : torch.Tensor
-        (n, d) rows, in the dtype and on the device ``score`` takes.
-    reference : torch.Tensor
-        (m, d) training normals.
+    X, reference : torch.Tensor
+        As ``outside``; X in the dtype and on the device ``score`` takes.
     neighbours, pool : int
         As ``ranges``.
 
