@@ -128,13 +128,45 @@ def range_repair(neighbours, pool=None):
                                                             pool=pool or len(reference))
 
 
+def outside(pool=None):
+    """The package's default (how far outside the range, in standard deviations) with another pool."""
+    return lambda f, X, reference: feature_ranges.outside(X, reference, pool=pool or len(reference))
+
+
+def _range_parts(f, X, reference):
+    """(repairs of f, distance outside the range, the range's width) of the package's search."""
+    reference = reference.to(X.device, X.dtype)
+    lo, hi = feature_ranges.ranges(X, reference)
+    distance = torch.relu(lo - X) + torch.relu(X - hi)
+    return feature_ranges.attribute(f, X, reference), distance, hi - lo
+
+
+def outside_where_repair_lowers_f(f, X, reference):
+    repairs, distance, _ = _range_parts(f, X, reference)
+    return distance / feature_ranges.column_scale(reference.to(X.dtype)) * (repairs > 0)
+
+
+def repair_times_outside(f, X, reference):
+    repairs, distance, _ = _range_parts(f, X, reference)
+    return repairs.clamp(min=0) * distance / feature_ranges.column_scale(reference.to(X.dtype))
+
+
+def outside_in_widths(f, X, reference):
+    _, distance, width = _range_parts(f, X, reference)
+    return distance / (width + 1e-3 * feature_ranges.column_scale(reference.to(X.dtype)))
+
+
 ALTERNATIVES = {"IG from nearest normal, 1 step": integrated(1), "IG, 2 steps": integrated(2),
                 "IG, 8 steps": integrated(8), "gradient at x x (x - nearest normal)": gradient_times_deviation,
                 "occlusion by 8 normal rows' values": occlusion,
                 "occlusion by the nearest normal row's value": nearest_occlusion,
                 "repair to the nearest row without j's value": leave_out_nearest_repair,
                 "range repair, 8 rows": range_repair(8), "range repair, 16 rows": range_repair(16),
-                "range repair, 32 rows": range_repair(32), "range repair, 32 of 256 rows": range_repair(32, 256)}
+                "range repair, 32 rows": range_repair(32), "range repair, 32 of 256 rows": range_repair(32, 256),
+                "outside in sd, 16 of 32 rows": outside(32), "outside in sd, 16 of 128 rows": outside(128),
+                "outside in sd, 16 of all rows": outside(), "outside in sd where the repair lowers f":
+                outside_where_repair_lowers_f, "repair x outside in sd": repair_times_outside,
+                "outside in widths of the range": outside_in_widths}
 
 
 def lpsvdd_case(task):
