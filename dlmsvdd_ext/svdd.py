@@ -403,9 +403,10 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         return check_gamma(scale / median_sq, dtype)
 
     def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None) -> float | None:
-        """``kernel_`` and its budget ``n_components_`` (before ``_backend`` cuts it) for a fit on these rows (``n_rows`` of them in all: sharded,
-        every rank's), said in the log when it changes; before an exact kernel on many rows, its
-        estimated seconds (a warning when that is long: ``kernel_choice.warn_if_slow``)."""
+        """``kernel_`` and its budget ``n_components_`` (before ``_backend`` cuts it) for a fit on these
+        rows (``n_rows`` of them in all: sharded, every rank's), said in the log when it changes; before
+        an exact kernel on many rows, its estimated seconds (a warning when that is long:
+        ``kernel_choice.warn_if_slow``)."""
         n = X_t.shape[0] if n_rows is None else n_rows
         previous = getattr(self, "kernel_", None)
         self.kernel_, self.n_components_ = kernel_choice.choose(self.kernel, self.n_components, n)

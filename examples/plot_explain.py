@@ -7,9 +7,9 @@ dissimilarity (``dlmsvdd_ext.explain``): for a table's rows, how far that
 feature lies outside the range that the nearest normal rows (in the other
 features) hold, in the feature's standard deviations; for images, integrated
 gradients of f from the nearest training normal image, in the units of f.
-Two pictures: the bars of a few flagged rows of a real table (scikit-learn's breast-cancer measurements, benign tumours as the
-normal class), and the maps over digits that carry a bright 2x2 patch the
-training images never had.
+Two pictures: the bars of a few flagged rows of a real table (scikit-learn's
+breast-cancer measurements, benign tumours as the normal class), and the maps
+over digits that carry a bright 2x2 patch the training images never had.
 """
 
 # %%

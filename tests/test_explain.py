@@ -31,17 +31,28 @@ def dlm_vectors():
 
 # ---- the method against independent references
 
-def _plain_repairs(f, X, reference, neighbours, pool):
-    """The one-feature repairs by a plain loop: for each row, its ``pool`` nearest reference rows; for each
-    feature, their distances to the row without it, the ``neighbours`` nearest, clip, re-score."""
-    A = np.zeros_like(X)
+def _plain_ranges(X, reference, neighbours, pool):
+    """[lo, hi] per row and feature by a plain loop: for each row, its ``pool`` nearest reference rows; for
+    each feature, their distances to the row without it, and feature j's range over the ``neighbours``
+    nearest."""
+    lo, hi = np.zeros_like(X), np.zeros_like(X)
     for i, x in enumerate(X):
         pooled = reference[np.argsort(((reference - x) ** 2).sum(1), kind="stable")[:pool]]
         for j in range(X.shape[1]):
             others = np.delete(np.arange(X.shape[1]), j)
-            near = pooled[np.argsort(((pooled[:, others] - x[others]) ** 2).sum(1), kind="stable")[:neighbours]]
+            near = pooled[np.argsort(((pooled[:, others] - x[others]) ** 2).sum(1), kind="stable")[:neighbours], j]
+            lo[i, j], hi[i, j] = near.min(), near.max()
+    return lo, hi
+
+
+def _plain_repairs(f, X, reference, neighbours, pool):
+    """The one-feature repairs by a plain loop over ``_plain_ranges``: clip feature j alone, re-score."""
+    lo, hi = _plain_ranges(X, reference, neighbours, pool)
+    A = np.zeros_like(X)
+    for i, x in enumerate(X):
+        for j in range(X.shape[1]):
             repaired = x.copy()
-            repaired[j] = np.clip(x[j], near[:, j].min(), near[:, j].max())
+            repaired[j] = np.clip(x[j], lo[i, j], hi[i, j])
             A[i, j] = f(x[None])[0] - f(repaired[None])[0]
     return A
 
@@ -62,18 +73,11 @@ def test_lpsvdd_vector_attributions_match_a_plain_loop_of_repairs(lpsvdd, pool):
 
 
 def _plain_outside(X, reference, neighbours, pool):
-    """How far each feature lies outside its look-alikes' range, by a plain loop, over numpy's standard
-    deviation of the reference's columns (a constant column: the smallest positive one)."""
+    """How far each feature lies outside ``_plain_ranges``, over numpy's standard deviation of the
+    reference's columns (a constant column: the smallest positive one)."""
     std = reference.std(0)
-    scale = np.where(std > 0, std, std[std > 0].min())
-    O = np.zeros_like(X)
-    for i, x in enumerate(X):
-        pooled = reference[np.argsort(((reference - x) ** 2).sum(1), kind="stable")[:pool]]
-        for j in range(X.shape[1]):
-            others = np.delete(np.arange(X.shape[1]), j)
-            near = pooled[np.argsort(((pooled[:, others] - x[others]) ** 2).sum(1), kind="stable")[:neighbours], j]
-            O[i, j] = max(near.min() - x[j], x[j] - near.max(), 0.0) / scale[j]
-    return O
+    lo, hi = _plain_ranges(X, reference, neighbours, pool)
+    return np.maximum(np.maximum(lo - X, X - hi), 0.0) / np.where(std > 0, std, std[std > 0].min())
 
 
 @pytest.mark.parametrize("pool", [300, explain.feature_ranges.POOL, 40])

@@ -21,7 +21,8 @@ def test_unsupervised_ensembles(benchmark):
     keys = [k for k in records[0] if k not in ("set", "seed", "family")]
     families = sorted({r["family"] for r in records})
     means = {k: np.mean([r[k] for r in records]) for k in keys}
-    print(f"\n{len(sets)} sets x seeds {seeds}, no labels, validation rows; mean AUROC (all, " + ", ".join(families) + ")")
+    print(f"\n{len(sets)} sets x seeds {seeds}, no labels, validation rows; mean AUROC (all, "
+          + ", ".join(families) + ")")
     for k in sorted(keys, key=means.get, reverse=True):
         fam = ", ".join(f"{np.mean([r[k] for r in records if r['family'] == f]):.4f}" for f in families)
         print(f"  {k:40s} {means[k]:.4f} ({fam})")
