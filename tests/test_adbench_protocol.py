@@ -115,3 +115,20 @@ def test_goal_rows_hold_when_the_package_leads_and_fail_where_it_does_not():
     behind = {**leading, "Deep SAD": 0.95}
     failed = [row for row, ok in protocol.goal_rows(run(behind, {"DLM-SVDD (default)": 3.5})) if not ok]
     assert len(failed) == 4 and all("DLM-SVDD" in row for row in failed), failed
+
+
+def test_unsupervised_goal_rows_rank_each_candidate_among_the_peers_alone():
+    from benchmarks import adbench_unsupervised as unsupervised
+
+    # three sets; the consensus leads everywhere, DLM-SVDD trails kNN; the ablation is never a peer
+    aurocs = {"DLM-SVDD (defaults, fit(X))": 0.70, "DLM-SVDD without self-labelling (ablation)": 0.99,
+              "Consensus (LpSVDD + kNN + LOF; dlmsvdd_ext.consensus)": 0.80, "kNN (PyOD)": 0.75,
+              "LOF (PyOD)": 0.72, "IsolationForest (scikit-learn)": 0.71}
+    records = [{**_record(m, s, 0.0, a + 0.01 * i), "family": "tabular"} for m, a in aurocs.items()
+               for i, s in enumerate("abc")]
+    goal = unsupervised.goal_rows(records)
+    assert [ok for _, ok in goal] == [False, False], goal
+    assert "kNN (PyOD)" in goal[0][0] and "0.7600" in goal[0][0]  # the best peer, not the ablation or consensus
+    lead = unsupervised.consensus_rows(records)
+    assert [ok for _, ok in lead] == [True, True], lead
+    assert "average rank 1.00" in lead[1][0]

@@ -1,0 +1,170 @@
+"""A detector for rows without any label: the consensus of three views of the input.
+
+Why (issue 38, goal 3; measured on ADBench's 18 development sets under the unsupervised protocol,
+docs/results/adbench.md): without labels no single detector leads. ``LpSVDD()`` one-class, kNN and
+LOF tie on the mean AUROC (about 0.757), kNN holds the best average rank, and the deep model trails
+them: without anomalies its omega-step has nothing to push away. They err on different sets, and the
+sum of their robust z-scores was the best of the score ensembles measured on validation rows (held
+out of each task's training rows; the test rows were not read): mean 0.772 against kNN's 0.757, and
+the best average rank among the ensemble and the seven peers.
+
+What: three members, each at the defaults its peer runs at, each scored higher = more anomalous:
+
+* the large-margin lp-SVDD boundary, ``LpSVDD()`` one-class at its defaults (its f);
+* the distance to the ``k_distance``-th (5) nearest fit row (PyOD's kNN, "largest");
+* the local outlier factor of ``k_lof`` (20) neighbours (scikit-learn's ``LocalOutlierFactor``).
+
+Each member's score becomes a robust z-score, ``(s - median) / (1.4826 MAD)``, with the median and
+MAD of its scores of the fit rows (a fit row's neighbours leave the row itself out, as kNN and LOF
+score their training rows), and the consensus is their sum. The neighbour searches run in torch on
+exact Euclidean distances against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that), in
+blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .svdd import LpSVDD, _features
+
+MAX_REFERENCE = 10_000  # fit rows the neighbour searches use (a seeded draw of a larger fit)
+BLOCK_BYTES = 64 * 2**20  # the distance block of one step of scoring: rows x reference x 8 bytes
+MAD_TO_SIGMA = 1.4826  # a normal sample's standard deviation per median absolute deviation
+LRD_EPSILON = 1e-10  # scikit-learn's: a reachability of 0 (duplicated rows) keeps lrd finite
+
+
+def robust_centre_and_spread(scores) -> tuple[float, float]:
+    """The median and 1.4826 MAD of ``scores``; a zero MAD (most scores equal) falls back to the
+    mean absolute deviation from the median, then to 1."""
+    scores = torch.as_tensor(scores).detach().cpu().double().numpy()
+    centre = float(np.median(scores))
+    deviation = np.abs(scores - centre)
+    for spread in (MAD_TO_SIGMA * float(np.median(deviation)), float(deviation.mean())):
+        if spread > 0:
+            return centre, spread
+    return centre, 1.0
+
+
+class Consensus:
+    """The sum of the robust z-scores of ``LpSVDD()`` one-class, the kNN distance and the LOF.
+
+    Parameters
+    ----------
+    k_distance : int
+        The kNN member's neighbour: the distance to the k-th nearest fit row (PyOD's default 5).
+    k_lof : int
+        The LOF member's neighbours (scikit-learn's default 20).
+    random_state : int or None
+        Seeds ``LpSVDD`` and the draw of reference rows beyond ``MAX_REFERENCE``.
+    device : str or torch.device or None
+        Where the rows are scored (None: where ``fit`` got them).
+    """
+
+    MEMBERS = ("LpSVDD", "kNN", "LOF")
+
+    def __init__(self, k_distance: int = 5, k_lof: int = 20, random_state=None, device=None):
+        self.k_distance = k_distance
+        self.k_lof = k_lof
+        self.random_state = random_state
+        self.device = device
+
+    def fit(self, X):
+        """Fit every member on the rows ``X`` (n, d), none of them labelled.
+
+        Returns
+        -------
+        Consensus
+            This detector, fitted.
+        """
+        X_t, _ = _features(X, device=self.device)
+        X_t = X_t.double()
+        n = X_t.shape[0]
+        if n < 2:
+            raise ValueError(f"Consensus needs at least 2 rows to fit, got {n}")
+        self.boundary_ = LpSVDD(random_state=self.random_state, device=X_t.device).fit(X_t)
+        keep = torch.arange(n, device=X_t.device)
+        if n > MAX_REFERENCE:
+            draw = np.sort(np.random.default_rng(self.random_state).permutation(n)[:MAX_REFERENCE])
+            keep = torch.as_tensor(draw, device=X_t.device)
+        self.reference_ = X_t[keep]
+        # each fit row's position among the reference rows (-1: not one): its own neighbours leave it out
+        itself = torch.full((n,), -1, dtype=torch.long, device=X_t.device)
+        itself[keep] = torch.arange(len(keep), device=X_t.device)
+        self.k_lof_ = min(self.k_lof, len(keep) - 1)
+        self.k_distance_ = min(self.k_distance, len(keep) - 1)
+        # the reference rows' k-distances and local reachability densities, for the LOF of any row
+        distances, indices = self._neighbours(self.reference_, self.k_lof_, itself[keep])
+        self.lof_radius_ = distances[:, -1]
+        self.lrd_ = self._lrd(distances, indices)
+        self.n_features_in_ = X_t.shape[1]
+        self.centres_, self.spreads_ = {}, {}
+        # the fit rows' own scores set each member's scale
+        for name, scores in self._member_scores(X_t, itself).items():
+            self.centres_[name], self.spreads_[name] = robust_centre_and_spread(scores)
+        return self
+
+    def _neighbours(self, X: torch.Tensor, k: int, itself: torch.Tensor | None = None):
+        """Distances (ascending) and reference indices of the k nearest reference rows of each row
+        of X; ``itself`` gives each row's own position among the reference rows (-1: none), which
+        its neighbours leave out."""
+        block = max(1, BLOCK_BYTES // (8 * self.reference_.shape[0]))
+        distances, indices = [], []
+        for start in range(0, X.shape[0], block):
+            D = torch.cdist(X[start:start + block], self.reference_, compute_mode="donot_use_mm_for_euclid_dist")
+            if itself is not None:
+                own = itself[start:start + block]
+                rows = torch.nonzero(own >= 0).flatten()
+                D = D.index_put((rows, own[rows]), torch.tensor(float("inf"), dtype=D.dtype, device=D.device))
+            d, i = torch.topk(D, k, dim=1, largest=False)
+            distances.append(d)
+            indices.append(i)
+        return torch.cat(distances), torch.cat(indices)
+
+    def _lrd(self, distances: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """Local reachability density: 1 / the mean of max(d(x, o), k-distance(o)) over x's neighbours o."""
+        reach = torch.maximum(distances, self.lof_radius_[indices])
+        return 1.0 / (reach.mean(1) + LRD_EPSILON)
+
+    def _member_scores(self, X: torch.Tensor, itself: torch.Tensor | None = None) -> dict:
+        distances, indices = self._neighbours(X, max(self.k_lof_, self.k_distance_), itself)
+        near, near_index = distances[:, :self.k_lof_], indices[:, :self.k_lof_]
+        lof = self.lrd_[near_index].mean(1) / self._lrd(near, near_index)
+        return {"LpSVDD": self.boundary_.torch_dissimilarity(X), "kNN": distances[:, self.k_distance_ - 1],
+                "LOF": lof}
+
+    def torch_dissimilarity(self, X: torch.Tensor) -> torch.Tensor:
+        """The consensus score of every row of a torch tensor (n, d), differentiable in X."""
+        if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
+        members = self._member_scores(X.to(self.reference_))
+        return sum((members[m] - self.centres_[m]) / self.spreads_[m] for m in self.MEMBERS)
+
+    def dissimilarity(self, X):
+        """The consensus score: higher = more anomalous; 0 is a typical fit row.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Rows (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            One score per row, the same kind of array as X.
+        """
+        X_t, numpy_like = _features(X, device=self.reference_.device)
+        with torch.no_grad():
+            scores = self.torch_dissimilarity(X_t)
+        return scores.cpu().numpy() if numpy_like else scores
+
+    def member_scores(self, X) -> dict:
+        """Each member's own score of the rows (n, d), before its z-scaling: ``{"LpSVDD": f,
+        "kNN": distance to the k-th nearest reference row, "LOF": local outlier factor}``, numpy."""
+        X_t, _ = _features(X, device=self.reference_.device)
+        with torch.no_grad():
+            return {m: s.cpu().numpy() for m, s in self._member_scores(X_t.to(self.reference_)).items()}
+
+    def score_samples(self, X):
+        """Minus ``dissimilarity``: higher = more normal (scikit-learn's convention)."""
+        return -self.dissimilarity(X)

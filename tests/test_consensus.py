@@ -1,0 +1,109 @@
+"""The consensus detector (dlmsvdd_ext.consensus) against scikit-learn's neighbour searches and LOF,
+LpSVDD itself, and a numpy robust z-score."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.neighbors import LocalOutlierFactor, NearestNeighbors
+
+from dlmsvdd_ext import LpSVDD
+from dlmsvdd_ext import consensus
+from dlmsvdd_ext.consensus import Consensus
+
+
+def rows(seed=0, n=300, d=4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[:10] += 4.0  # a few outliers in the fit rows, as without labels
+    return X, rng.normal(size=(80, d)) * 1.5
+
+
+def numpy_robust_z(fit, scores):
+    centre = np.median(fit)
+    return (scores - centre) / (1.4826 * np.median(np.abs(fit - centre)))
+
+
+def reference_members(X, Z, seed, k=5, k_lof=20):
+    """Each member by scikit-learn / LpSVDD: (scores of the fit rows, scores of Z)."""
+    nn = NearestNeighbors(n_neighbors=k + 1).fit(X)
+    knn = nn.kneighbors(None, k)[0][:, -1], nn.kneighbors(Z, k)[0][:, -1]  # fit rows: themselves left out
+    lof = LocalOutlierFactor(n_neighbors=k_lof, novelty=True).fit(X)
+    lp = LpSVDD(random_state=seed).fit(X)
+    return {"LpSVDD": (lp.dissimilarity(X), lp.dissimilarity(Z)), "kNN": knn,
+            "LOF": (-lof.negative_outlier_factor_, -lof.score_samples(Z))}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_members_and_their_sum_match_scikit_learn_and_lpsvdd(seed):
+    X, Z = rows(seed)
+    model = Consensus(random_state=seed).fit(X)
+    ref = reference_members(X, Z, seed)
+    got = model.member_scores(Z)
+    for m in Consensus.MEMBERS:
+        np.testing.assert_allclose(got[m], ref[m][1], rtol=1e-9, atol=1e-12, err_msg=m)
+    np.testing.assert_allclose(model.member_scores(X)["LpSVDD"], ref["LpSVDD"][0], rtol=1e-9, atol=1e-12)
+    expected = sum(numpy_robust_z(*ref[m]) for m in Consensus.MEMBERS)
+    np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.score_samples(Z), -expected, rtol=1e-9, atol=1e-9)
+
+
+def test_fit_rows_leave_themselves_out_of_their_neighbours():
+    X, _ = rows(2)
+    model = Consensus(random_state=0).fit(X)
+    ref = reference_members(X, X[:5], 0)
+    for m in ("kNN", "LOF"):  # the scales come from the fit rows' scores without themselves
+        centre = np.median(ref[m][0])
+        assert model.centres_[m] == pytest.approx(centre, rel=1e-9)
+        assert model.spreads_[m] == pytest.approx(1.4826 * np.median(np.abs(ref[m][0] - centre)), rel=1e-9)
+
+
+def test_beyond_max_reference_the_neighbours_are_a_seeded_draw(monkeypatch):
+    monkeypatch.setattr(consensus, "MAX_REFERENCE", 120)
+    X, Z = rows(3)
+    model = Consensus(random_state=4).fit(X)
+    draw = np.sort(np.random.default_rng(4).permutation(len(X))[:120])
+    np.testing.assert_array_equal(model.reference_.numpy(), X[draw])
+    ref = reference_members(X[draw], Z, 4)
+    for m in ("kNN", "LOF"):
+        np.testing.assert_allclose(model.member_scores(Z)[m], ref[m][1], rtol=1e-9, err_msg=m)
+    # a fit row outside the draw keeps all its k neighbours among the drawn rows
+    outside = np.setdiff1d(np.arange(len(X)), draw)[:5]
+    nn = NearestNeighbors(n_neighbors=5).fit(X[draw])
+    np.testing.assert_allclose(model.member_scores(X[outside])["kNN"], nn.kneighbors(X[outside])[0][:, -1])
+    assert Consensus(random_state=4).fit(X).dissimilarity(Z) == pytest.approx(model.dissimilarity(Z))
+
+
+def test_rows_far_from_the_data_score_higher_the_farther_they_lie():
+    X, Z = rows(5)
+    model = Consensus(random_state=0).fit(X)
+    fit_top = model.dissimilarity(X).max()
+    centre = X.mean(0)
+    scores = [model.dissimilarity(centre + (Z - centre) * s) for s in (10, 100, 1000)]
+    for s in scores:
+        assert (s > fit_top).all()
+    assert (scores[1] > scores[0]).all() and (scores[2] > scores[1]).all()
+
+
+def test_torch_scores_are_differentiable_and_match_numpy():
+    X, Z = rows(6)
+    model = Consensus(random_state=0).fit(X)
+    Zt = torch.tensor(Z, requires_grad=True)
+    s = model.torch_dissimilarity(Zt)
+    s.sum().backward()
+    assert torch.isfinite(Zt.grad).all() and Zt.grad.abs().sum() > 0
+    np.testing.assert_allclose(s.detach().numpy(), model.dissimilarity(Z), rtol=1e-12)
+
+
+def test_few_rows_and_wrong_widths_are_refused_with_a_message():
+    with pytest.raises(ValueError, match="at least 2 rows"):
+        Consensus().fit(np.zeros((1, 3)))
+    model = Consensus(random_state=0).fit(rows(7)[0])
+    with pytest.raises(ValueError, match="4 features"):
+        model.torch_dissimilarity(torch.zeros(2, 3, dtype=torch.float64))
+
+
+def test_a_zero_mad_falls_back_to_the_mean_deviation_then_one():
+    assert consensus.robust_centre_and_spread(torch.tensor([1.0, 1.0, 1.0, 5.0])) == (1.0, 1.0)
+    assert consensus.robust_centre_and_spread(torch.tensor([2.0, 2.0, 2.0])) == (2.0, 1.0)
+    centre, spread = consensus.robust_centre_and_spread(torch.tensor([0.0, 0.0, 0.0, 0.0, 8.0]))
+    assert (centre, spread) == (0.0, pytest.approx(1.6))
