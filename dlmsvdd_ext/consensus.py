@@ -70,7 +70,12 @@ class Consensus:
         self.device = device
 
     def fit(self, X):
-        """Fit every member on the rows ``X`` (n, d), none of them labelled.
+        """Fit every member on the rows ``X``, none of them labelled.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Rows (n, d), n >= 2, on the CPU or a CUDA device.
 
         Returns
         -------
@@ -134,7 +139,18 @@ class Consensus:
                 "LOF": lof}
 
     def torch_dissimilarity(self, X: torch.Tensor) -> torch.Tensor:
-        """The consensus score of every row of a torch tensor (n, d), differentiable in X."""
+        """The consensus score of every row of a torch tensor, differentiable in X.
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            Rows (n, d).
+
+        Returns
+        -------
+        torch.Tensor
+            One score per row, with its autograd graph.
+        """
         if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
         members = self._member_scores(X.to(self.reference_))
@@ -159,12 +175,34 @@ class Consensus:
         return scores.cpu().numpy() if numpy_like else scores
 
     def member_scores(self, X) -> dict:
-        """Each member's own score of the rows (n, d), before its z-scaling: ``{"LpSVDD": f,
-        "kNN": distance to the k-th nearest reference row, "LOF": local outlier factor}``, numpy."""
+        """Each member's own score of the rows, before its z-scaling.
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Rows (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        dict
+            ``{"LpSVDD": f, "kNN": distance to the k-th nearest reference row,
+            "LOF": local outlier factor}``, numpy arrays of one score per row.
+        """
         X_t, _ = _features(X, device=self.reference_.device)
         with torch.no_grad():
             return {m: s.cpu().numpy() for m, s in self._member_scores(X_t.to(self.reference_)).items()}
 
     def score_samples(self, X):
-        """Minus ``dissimilarity``: higher = more normal (scikit-learn's convention)."""
+        """Minus ``dissimilarity``: higher = more normal (scikit-learn's convention).
+
+        Parameters
+        ----------
+        X : numpy.ndarray or torch.Tensor
+            Rows (n, d) as ``fit`` took them.
+
+        Returns
+        -------
+        numpy.ndarray or torch.Tensor
+            One score per row, the same kind of array as X.
+        """
         return -self.dissimilarity(X)
