@@ -19,13 +19,16 @@ MAD of its scores of the fit rows (a fit row's neighbours leave the row itself o
 score their training rows), and the consensus is their sum. The neighbour searches run in torch on
 exact Euclidean distances against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that), in
 blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
+``PortableConsensus`` is the same score in plain torch operations, for ONNX and TorchScript.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn as nn
 
+from .portable import PortableBoundary
 from .svdd import LpSVDD, _features
 
 MAX_REFERENCE = 10_000  # fit rows the neighbour searches use (a seeded draw of a larger fit)
@@ -206,3 +209,33 @@ class Consensus:
             One score per row, the same kind of array as X.
         """
         return -self.dissimilarity(X)
+
+
+class PortableConsensus(nn.Module):
+    """A fitted ``Consensus`` in plain torch operations (matrix products, top-k, gather; float32):
+    rows (N, d) -> scores (N,), the form TorchScript and ONNX export. Distances come from the norm
+    expansion (clamped at 0), so scores equal ``Consensus.dissimilarity`` up to float32 rounding."""
+
+    def __init__(self, model: Consensus):
+        super().__init__()
+        self.boundary = PortableBoundary(model.boundary_)
+        self.register_buffer("reference", model.reference_.detach().float().cpu().contiguous())
+        self.register_buffer("lof_radius", model.lof_radius_.detach().float().cpu().contiguous())
+        self.register_buffer("lrd", model.lrd_.detach().float().cpu().contiguous())
+        self.k_distance, self.k_lof = int(model.k_distance_), int(model.k_lof_)
+        self.k_max, self.epsilon = max(self.k_distance, self.k_lof), LRD_EPSILON
+        self.centres = [float(model.centres_[m]) for m in Consensus.MEMBERS]
+        self.spreads = [float(model.spreads_[m]) for m in Consensus.MEMBERS]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        sq = (x * x).sum(1, keepdim=True) + (self.reference * self.reference).sum(1)[None] \
+            - 2.0 * (x @ self.reference.T)
+        distances, indices = torch.topk(sq.clamp_min(0.0).sqrt(), self.k_max, dim=1, largest=False)
+        near, near_index = distances[:, :self.k_lof], indices[:, :self.k_lof]
+        reach = torch.maximum(near, self.lof_radius[near_index])
+        lof = self.lrd[near_index].mean(1) * (reach.mean(1) + self.epsilon)  # = mean lrd(o) / lrd(x)
+        members = [self.boundary(x), distances[:, self.k_distance - 1], lof]
+        total = torch.zeros_like(members[0])
+        for score, centre, spread in zip(members, self.centres, self.spreads):
+            total = total + (score - centre) / spread
+        return total

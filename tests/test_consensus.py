@@ -107,3 +107,35 @@ def test_a_zero_mad_falls_back_to_the_mean_deviation_then_one():
     assert consensus.robust_centre_and_spread(torch.tensor([2.0, 2.0, 2.0])) == (2.0, 1.0)
     centre, spread = consensus.robust_centre_and_spread(torch.tensor([0.0, 0.0, 0.0, 0.0, 8.0]))
     assert (centre, spread) == (0.0, pytest.approx(1.6))
+
+
+@pytest.fixture(scope="module")
+def portable_case():
+    X, Z = rows(8, n=400, d=6)
+    model = Consensus(random_state=0).fit(X)
+    return model, consensus.PortableConsensus(model).eval(), Z.astype(np.float32)
+
+
+def test_portable_scores_match_the_detector_in_float32(portable_case):
+    model, portable, Z = portable_case
+    with torch.no_grad():
+        got = portable(torch.from_numpy(Z)).numpy()
+    expected = model.dissimilarity(Z.astype(np.float64))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_portable_scores_through_onnx_and_torchscript(portable_case, tmp_path):
+    ort = pytest.importorskip("onnxruntime")  # the export extra; the test extra installs it
+    model, portable, Z = portable_case
+    expected = model.dissimilarity(Z.astype(np.float64))
+    example = torch.from_numpy(Z[:2])
+    program = torch.onnx.export(portable, (example,), input_names=["x"], output_names=["score"],
+                                dynamic_shapes=({0: torch.export.Dim("batch")},), dynamo=True, verbose=False)
+    program.save(str(tmp_path / "c.onnx"))
+    onnx_scores = ort.InferenceSession(str(tmp_path / "c.onnx")).run(None, {"x": Z})[0]
+    scripted = torch.jit.script(portable)
+    scripted.save(str(tmp_path / "c.pt"))
+    with torch.no_grad():
+        script_scores = torch.jit.load(str(tmp_path / "c.pt"))(torch.from_numpy(Z)).numpy()
+    for got in (onnx_scores, script_scores):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
