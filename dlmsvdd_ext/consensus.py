@@ -8,7 +8,10 @@ sum of their robust z-scores was the best of the score ensembles measured on val
 out of each task's training rows; the test rows were not read): mean 0.772 against kNN's 0.757, and
 the best average rank among the ensemble and the seven peers.
 
-What: three members, each at the defaults its peer runs at, each scored higher = more anomalous:
+What: the rows are first min-max scaled per column by the fit rows (``scale``; ADBench's protocol
+scales the same way before every detector, so the measurements above saw such rows; a distance on
+columns in their own units would follow the widest). Three members, each at the defaults its peer runs
+at, each scored higher = more anomalous:
 
 * the large-margin lp-SVDD boundary, ``LpSVDD()`` one-class at its defaults (its f);
 * the distance to the ``k_distance``-th (5) nearest fit row (PyOD's kNN, "largest");
@@ -17,8 +20,8 @@ What: three members, each at the defaults its peer runs at, each scored higher =
 Each member's score becomes a robust z-score, ``(s - median) / (1.4826 MAD)``, with the median and
 MAD of its scores of the fit rows (a fit row's neighbours leave the row itself out, as kNN and LOF
 score their training rows), and the consensus is their sum. The neighbour searches run in torch on
-exact Euclidean distances against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that), in
-blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
+exact Euclidean distances against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that; the
+``LpSVDD`` member is fitted on the same rows, which bounds the cost of a large fit), in blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
 ``PortableConsensus`` is the same score in plain torch operations, for ONNX and TorchScript.
 """
 
@@ -60,16 +63,19 @@ class Consensus:
         The LOF member's neighbours (scikit-learn's default 20).
     random_state : int or None
         Seeds ``LpSVDD`` and the draw of reference rows beyond ``MAX_REFERENCE``.
+    scale : bool
+        Min-max scale each column by the fit rows first (a constant column: by 1).
     device : str or torch.device or None
         Where the rows are scored (None: where ``fit`` got them).
     """
 
     MEMBERS = ("LpSVDD", "kNN", "LOF")
 
-    def __init__(self, k_distance: int = 5, k_lof: int = 20, random_state=None, device=None):
+    def __init__(self, k_distance: int = 5, k_lof: int = 20, random_state=None, scale: bool = True, device=None):
         self.k_distance = k_distance
         self.k_lof = k_lof
         self.random_state = random_state
+        self.scale = scale
         self.device = device
 
     def fit(self, X):
@@ -90,12 +96,16 @@ class Consensus:
         n = X_t.shape[0]
         if n < 2:
             raise ValueError(f"Consensus needs at least 2 rows to fit, got {n}")
-        self.boundary_ = LpSVDD(random_state=self.random_state, device=X_t.device).fit(X_t)
+        self.low_ = X_t.min(0).values if self.scale else torch.zeros_like(X_t[0])
+        span = X_t.max(0).values - self.low_ if self.scale else torch.ones_like(X_t[0])
+        self.span_ = torch.where(span > 0, span, torch.ones_like(span))
+        X_t = self._scaled(X_t)
         keep = torch.arange(n, device=X_t.device)
         if n > MAX_REFERENCE:
             draw = np.sort(np.random.default_rng(self.random_state).permutation(n)[:MAX_REFERENCE])
             keep = torch.as_tensor(draw, device=X_t.device)
         self.reference_ = X_t[keep]
+        self.boundary_ = LpSVDD(random_state=self.random_state, device=X_t.device).fit(self.reference_)
         # each fit row's position among the reference rows (-1: not one): its own neighbours leave it out
         itself = torch.full((n,), -1, dtype=torch.long, device=X_t.device)
         itself[keep] = torch.arange(len(keep), device=X_t.device)
@@ -111,6 +121,9 @@ class Consensus:
         for name, scores in self._member_scores(X_t, itself).items():
             self.centres_[name], self.spreads_[name] = robust_centre_and_spread(scores)
         return self
+
+    def _scaled(self, X: torch.Tensor) -> torch.Tensor:
+        return (X - self.low_) / self.span_
 
     def _neighbours(self, X: torch.Tensor, k: int, itself: torch.Tensor | None = None):
         """Distances (ascending) and reference indices of the k nearest reference rows of each row
@@ -156,7 +169,7 @@ class Consensus:
         """
         if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
-        members = self._member_scores(X.to(self.reference_))
+        members = self._member_scores(self._scaled(X.to(self.reference_)))
         return sum((members[m] - self.centres_[m]) / self.spreads_[m] for m in self.MEMBERS)
 
     def dissimilarity(self, X):
@@ -193,7 +206,7 @@ class Consensus:
         """
         X_t, _ = _features(X, device=self.reference_.device)
         with torch.no_grad():
-            return {m: s.cpu().numpy() for m, s in self._member_scores(X_t.to(self.reference_)).items()}
+            return {m: s.cpu().numpy() for m, s in self._member_scores(self._scaled(X_t.to(self.reference_))).items()}
 
     def score_samples(self, X):
         """Minus ``dissimilarity``: higher = more normal (scikit-learn's convention).
@@ -210,6 +223,50 @@ class Consensus:
         """
         return -self.dissimilarity(X)
 
+    # ---- persistence: plain tensors and numbers (torch.load(weights_only=True) reads them)
+
+    _TENSORS = ("low_", "span_", "reference_", "lof_radius_", "lrd_")
+    _NUMBERS = ("k_distance_", "k_lof_", "n_features_in_", "centres_", "spreads_")
+
+    def state_dict(self) -> dict:
+        """The parameters and the fitted members, as plain tensors and numbers.
+
+        Returns
+        -------
+        dict
+            ``params``, the scaling, the reference rows with their k-distances and
+            densities, each member's centre and spread, and the ``LpSVDD`` member's
+            own ``state_dict``.
+        """
+        return {"params": {"k_distance": self.k_distance, "k_lof": self.k_lof, "random_state": self.random_state,
+                           "scale": self.scale},
+                **{k: getattr(self, k).cpu() for k in self._TENSORS}, **{k: getattr(self, k) for k in self._NUMBERS},
+                "boundary": self.boundary_.state_dict()}
+
+    @classmethod
+    def from_state_dict(cls, state: dict, device=None) -> "Consensus":
+        """The fitted detector a ``state_dict`` describes.
+
+        Parameters
+        ----------
+        state : dict
+            A ``state_dict``.
+        device : str, torch.device or None
+            Where to score.
+
+        Returns
+        -------
+        Consensus
+            The detector; it scores as the one that was saved.
+        """
+        model = cls(**state["params"], device=device)
+        for k in cls._TENSORS:
+            setattr(model, k, state[k].to(device) if device is not None else state[k])
+        for k in cls._NUMBERS:
+            setattr(model, k, state[k])
+        model.boundary_ = LpSVDD.from_state_dict(state["boundary"], device=device)
+        return model
+
 
 class PortableConsensus(nn.Module):
     """A fitted ``Consensus`` in plain torch operations (matrix products, top-k, gather; float32):
@@ -219,6 +276,8 @@ class PortableConsensus(nn.Module):
     def __init__(self, model: Consensus):
         super().__init__()
         self.boundary = PortableBoundary(model.boundary_)
+        self.register_buffer("low", model.low_.detach().float().cpu().contiguous())
+        self.register_buffer("span", model.span_.detach().float().cpu().contiguous())
         self.register_buffer("reference", model.reference_.detach().float().cpu().contiguous())
         self.register_buffer("lof_radius", model.lof_radius_.detach().float().cpu().contiguous())
         self.register_buffer("lrd", model.lrd_.detach().float().cpu().contiguous())
@@ -228,6 +287,7 @@ class PortableConsensus(nn.Module):
         self.spreads = [float(model.spreads_[m]) for m in Consensus.MEMBERS]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x - self.low) / self.span
         sq = (x * x).sum(1, keepdim=True) + (self.reference * self.reference).sum(1)[None] \
             - 2.0 * (x @ self.reference.T)
         distances, indices = torch.topk(sq.clamp_min(0.0).sqrt(), self.k_max, dim=1, largest=False)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.neighbors import LocalOutlierFactor, NearestNeighbors
+from sklearn.preprocessing import MinMaxScaler
 
 from dlmsvdd_ext import LpSVDD
 from dlmsvdd_ext import consensus
@@ -23,8 +24,12 @@ def numpy_robust_z(fit, scores):
     return (scores - centre) / (1.4826 * np.median(np.abs(fit - centre)))
 
 
-def reference_members(X, Z, seed, k=5, k_lof=20):
-    """Each member by scikit-learn / LpSVDD: (scores of the fit rows, scores of Z)."""
+def reference_members(X, Z, seed, k=5, k_lof=20, scale=True):
+    """Each member by scikit-learn / LpSVDD on the rows min-max scaled by X (scikit-learn's
+    MinMaxScaler): (scores of the fit rows, scores of Z)."""
+    if scale:
+        scaler = MinMaxScaler().fit(X)
+        X, Z = scaler.transform(X), scaler.transform(Z)
     nn = NearestNeighbors(n_neighbors=k + 1).fit(X)
     knn = nn.kneighbors(None, k)[0][:, -1], nn.kneighbors(Z, k)[0][:, -1]  # fit rows: themselves left out
     lof = LocalOutlierFactor(n_neighbors=k_lof, novelty=True).fit(X)
@@ -33,11 +38,12 @@ def reference_members(X, Z, seed, k=5, k_lof=20):
             "LOF": (-lof.negative_outlier_factor_, -lof.score_samples(Z))}
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_members_and_their_sum_match_scikit_learn_and_lpsvdd(seed):
+@pytest.mark.parametrize("seed, scale", [(0, True), (1, True), (2, False)])
+def test_members_and_their_sum_match_scikit_learn_and_lpsvdd(seed, scale):
     X, Z = rows(seed)
-    model = Consensus(random_state=seed).fit(X)
-    ref = reference_members(X, Z, seed)
+    X[:, 1] *= 50.0  # a column in other units
+    model = Consensus(random_state=seed, scale=scale).fit(X)
+    ref = reference_members(X, Z, seed, scale=scale)
     got = model.member_scores(Z)
     for m in Consensus.MEMBERS:
         np.testing.assert_allclose(got[m], ref[m][1], rtol=1e-9, atol=1e-12, err_msg=m)
@@ -60,17 +66,25 @@ def test_fit_rows_leave_themselves_out_of_their_neighbours():
 def test_beyond_max_reference_the_neighbours_are_a_seeded_draw(monkeypatch):
     monkeypatch.setattr(consensus, "MAX_REFERENCE", 120)
     X, Z = rows(3)
-    model = Consensus(random_state=4).fit(X)
+    model = Consensus(random_state=4, scale=False).fit(X)
     draw = np.sort(np.random.default_rng(4).permutation(len(X))[:120])
     np.testing.assert_array_equal(model.reference_.numpy(), X[draw])
-    ref = reference_members(X[draw], Z, 4)
-    for m in ("kNN", "LOF"):
+    ref = reference_members(X[draw], Z, 4, scale=False)  # every member, LpSVDD too, on the drawn rows
+    for m in Consensus.MEMBERS:
         np.testing.assert_allclose(model.member_scores(Z)[m], ref[m][1], rtol=1e-9, err_msg=m)
     # a fit row outside the draw keeps all its k neighbours among the drawn rows
     outside = np.setdiff1d(np.arange(len(X)), draw)[:5]
     nn = NearestNeighbors(n_neighbors=5).fit(X[draw])
     np.testing.assert_allclose(model.member_scores(X[outside])["kNN"], nn.kneighbors(X[outside])[0][:, -1])
-    assert Consensus(random_state=4).fit(X).dissimilarity(Z) == pytest.approx(model.dissimilarity(Z))
+    assert Consensus(random_state=4, scale=False).fit(X).dissimilarity(Z) == pytest.approx(model.dissimilarity(Z))
+
+
+def test_scores_do_not_depend_on_the_columns_units():
+    X, Z = rows(9)
+    units = np.array([1.0, 1e3, 1e-2, 7.0])
+    plain = Consensus(random_state=0).fit(X).dissimilarity(Z)
+    np.testing.assert_allclose(Consensus(random_state=0).fit(X * units + 5.0).dissimilarity(Z * units + 5.0),
+                               plain, rtol=1e-6, atol=1e-8)
 
 
 def test_rows_far_from_the_data_score_higher_the_farther_they_lie():
@@ -79,8 +93,8 @@ def test_rows_far_from_the_data_score_higher_the_farther_they_lie():
     fit_top = model.dissimilarity(X).max()
     centre = X.mean(0)
     scores = [model.dissimilarity(centre + (Z - centre) * s) for s in (10, 100, 1000)]
-    for s in scores:
-        assert (s > fit_top).all()
+    # (at 10 times, a row near the centre can still lie among the contaminated fit rows)
+    assert (scores[1] > fit_top).all() and (scores[2] > fit_top).all()
     assert (scores[1] > scores[0]).all() and (scores[2] > scores[1]).all()
 
 
@@ -139,3 +153,12 @@ def test_portable_scores_through_onnx_and_torchscript(portable_case, tmp_path):
         script_scores = torch.jit.load(str(tmp_path / "c.pt"))(torch.from_numpy(Z)).numpy()
     for got in (onnx_scores, script_scores):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_a_saved_detector_scores_as_the_one_that_was_saved(tmp_path):
+    X, Z = rows(10)
+    model = Consensus(random_state=3).fit(X)
+    torch.save(model.state_dict(), tmp_path / "c.pt")
+    loaded = Consensus.from_state_dict(torch.load(tmp_path / "c.pt", weights_only=True))
+    np.testing.assert_array_equal(loaded.dissimilarity(Z), model.dissimilarity(Z))
+    assert loaded.member_scores(Z).keys() == model.member_scores(Z).keys()

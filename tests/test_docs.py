@@ -87,6 +87,12 @@ def _sweep(scope, folder):
     assert (folder / "sweeps" / "frozen" / "report.md").is_file()
 
 
+def _consensus(scope, folder):
+    scores = scope["scores"]
+    assert scores[-2:].min() > scores[:-2].max()  # the rows far out score highest
+    assert (folder / "consensus.pt").is_file()
+
+
 def _calibrated(scope, folder):
     assert scope["model"].calibration_source_ == "calibrate(X_cal)"
 
@@ -95,6 +101,7 @@ CHECKS = {
     ("README.md", 0): _trained_digits_model,
     ("docs/user-guide/detector.md", 0): _trained_digits_model,
     ("docs/user-guide/detector.md", 1): _array_api,
+    ("docs/user-guide/detector.md", 2): _consensus,
     ("docs/user-guide/feature-vectors.md", 0): _feature_vectors,
     ("docs/user-guide/feature-vectors.md", 2): _table_codes,
     ("docs/user-guide/solver.md", 0): _lpsvdd_certificate,

@@ -8,6 +8,9 @@ benchmark's own (``adbench_unsupervised.METHODS``: the package's defaults and th
 its defaults). An ensemble is the sum of its members' robust z-scores, (s - median) / (1.4826 MAD),
 the median and MAD of each member's scores of its fit rows (``consensus.robust_centre_and_spread``;
 no validation row is read). Its average rank is among it and the seven peers (``ensemble_ranks``).
+Two more records: ``Consensus`` itself (min-max scaling each column by its fit rows first), and
+without that scaling on the rows standardised per column by the fit rows' mean and standard
+deviation, as DLMSVDD's network takes feature vectors (the rows as given are min-max scaled).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 
-from dlmsvdd_ext.consensus import robust_centre_and_spread
+from dlmsvdd_ext.consensus import Consensus, robust_centre_and_spread
 
 from benchmarks import adbench_protocol as protocol
 from benchmarks import adbench_unsupervised as unsupervised
@@ -63,6 +66,14 @@ def run(sets, seeds, log=print) -> list[dict]:
                 for combo in itertools.combinations(ENSEMBLE_MEMBERS, n):
                     total = sum(robust_z(*scores[m]) for m in combo)
                     record[" + ".join(combo)] = roc_auc_score(inner.y_test, total)
+            record["Consensus"] = roc_auc_score(
+                inner.y_test, Consensus(random_state=seed).fit(inner.X_train).dissimilarity(inner.X_test))
+            # without its min-max scaling, on the rows standardised per column (as DLMSVDD's network takes them)
+            mean, std = inner.X_train.mean(0), inner.X_train.std(0)
+            std[std == 0] = 1.0
+            standardised = Consensus(random_state=seed, scale=False).fit((inner.X_train - mean) / std)
+            record["Consensus unscaled, standardised rows"] = roc_auc_score(
+                inner.y_test, standardised.dissimilarity((inner.X_test - mean) / std))
             records.append(record)
             if log:
                 log(f"{name} seed {seed}: " + ", ".join(f"{k} {v:.3f}" for k, v in record.items()
