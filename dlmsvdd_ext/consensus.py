@@ -136,7 +136,7 @@ class Consensus:
             if itself is not None:
                 own = itself[start:start + block]
                 rows = torch.nonzero(own >= 0).flatten()
-                D = D.index_put((rows, own[rows]), torch.tensor(float("inf"), dtype=D.dtype, device=D.device))
+                D[rows, own[rows]] = float("inf")  # in place: D is this block's own, and fit rows carry no gradient
             d, i = torch.topk(D, k, dim=1, largest=False)
             distances.append(d)
             indices.append(i)
@@ -154,6 +154,12 @@ class Consensus:
         return {"LpSVDD": self.boundary_.torch_dissimilarity(X), "kNN": distances[:, self.k_distance_ - 1],
                 "LOF": lof}
 
+    def _members_of(self, X: torch.Tensor) -> dict:
+        """Each member's score of new rows X (a torch tensor as ``fit`` took them), checked and scaled."""
+        if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
+        return self._member_scores(self._scaled(X.to(self.reference_)))
+
     def torch_dissimilarity(self, X: torch.Tensor) -> torch.Tensor:
         """The consensus score of every row of a torch tensor, differentiable in X.
 
@@ -167,9 +173,7 @@ class Consensus:
         torch.Tensor
             One score per row, with its autograd graph.
         """
-        if not isinstance(X, torch.Tensor) or X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must be a 2-D torch tensor with {self.n_features_in_} features")
-        members = self._member_scores(self._scaled(X.to(self.reference_)))
+        members = self._members_of(X)
         return sum((members[m] - self.centres_[m]) / self.spreads_[m] for m in self.MEMBERS)
 
     def dissimilarity(self, X):
@@ -206,7 +210,7 @@ class Consensus:
         """
         X_t, _ = _features(X, device=self.reference_.device)
         with torch.no_grad():
-            return {m: s.cpu().numpy() for m, s in self._member_scores(self._scaled(X_t.to(self.reference_))).items()}
+            return {m: s.cpu().numpy() for m, s in self._members_of(X_t).items()}
 
     def score_samples(self, X):
         """Minus ``dissimilarity``: higher = more normal (scikit-learn's convention).
