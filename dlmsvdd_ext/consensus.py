@@ -20,7 +20,7 @@ at, each scored higher = more anomalous:
 Each member's score becomes a robust z-score, ``(s - median) / (1.4826 MAD)``, with the median and
 MAD of its scores of the fit rows (a fit row's neighbours leave the row itself out, as kNN and LOF
 score their training rows), and the consensus is their sum. The neighbour searches run in torch on
-exact Euclidean distances against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that; the
+Euclidean distances (the norm expansion, as the exported form) against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that; the
 ``LpSVDD`` member is fitted on the same rows, which bounds the cost of a large fit), in blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
 ``PortableConsensus`` is the same score in plain torch operations, for ONNX and TorchScript.
 """
@@ -34,7 +34,7 @@ import torch.nn as nn
 from .portable import PortableBoundary
 from .svdd import LpSVDD, _features
 
-MAX_REFERENCE = 10_000  # fit rows the neighbour searches use (a seeded draw of a larger fit)
+MAX_REFERENCE = 4096  # fit rows the neighbour searches use (a seeded draw of a larger fit): bounds the cost of scoring
 BLOCK_BYTES = 64 * 2**20  # the distance block of one step of scoring: rows x reference x 8 bytes
 MAD_TO_SIGMA = 1.4826  # a normal sample's standard deviation per median absolute deviation
 LRD_EPSILON = 1e-10  # scikit-learn's: a reachability of 0 (duplicated rows) keeps lrd finite
@@ -89,7 +89,8 @@ class Consensus:
         Returns
         -------
         Consensus
-            This detector, fitted.
+            This detector, fitted; ``fit_scores_`` holds the consensus score of each fit row,
+            its own row left out of its neighbours (as kNN and LOF score their training rows).
         """
         X_t, _ = _features(X, device=self.device)
         X_t = X_t.double()
@@ -118,8 +119,10 @@ class Consensus:
         self.n_features_in_ = X_t.shape[1]
         self.centres_, self.spreads_ = {}, {}
         # the fit rows' own scores set each member's scale
-        for name, scores in self._member_scores(X_t, itself).items():
+        members = self._member_scores(X_t, itself)
+        for name, scores in members.items():
             self.centres_[name], self.spreads_[name] = robust_centre_and_spread(scores)
+        self.fit_scores_ = self._total(members).detach().cpu().numpy()
         return self
 
     def _scaled(self, X: torch.Tensor) -> torch.Tensor:
@@ -132,7 +135,7 @@ class Consensus:
         block = max(1, BLOCK_BYTES // (8 * self.reference_.shape[0]))
         distances, indices = [], []
         for start in range(0, X.shape[0], block):
-            D = torch.cdist(X[start:start + block], self.reference_, compute_mode="donot_use_mm_for_euclid_dist")
+            D = torch.cdist(X[start:start + block], self.reference_, compute_mode="use_mm_for_euclid_dist")
             if itself is not None:
                 own = itself[start:start + block]
                 rows = torch.nonzero(own >= 0).flatten()
@@ -173,7 +176,10 @@ class Consensus:
         torch.Tensor
             One score per row, with its autograd graph.
         """
-        members = self._members_of(X)
+        return self._total(self._members_of(X))
+
+    def _total(self, members: dict) -> torch.Tensor:
+        """The sum of the members' robust z-scores."""
         return sum((members[m] - self.centres_[m]) / self.spreads_[m] for m in self.MEMBERS)
 
     def dissimilarity(self, X):

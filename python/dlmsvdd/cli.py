@@ -139,7 +139,9 @@ SWITCHES = {"--frozen": "keep the backbone fixed (\"fixed CNN\")",
                              "tensorboard package)"}
 # switches that turn off a field that is on by default: --no-guard sets guard to False
 OFF_SWITCHES = {"--no-guard": "without the distance guard: rows far beyond the training data are scored by the "
-                              "network's features alone (the paper's model; see dlmsvdd.training.guard)"}
+                              "network's features alone (the paper's model; see dlmsvdd.training.guard)",
+                "--no-input-consensus": "feature vectors: score by the deep model alone, without the consensus of "
+                                        "detectors on the input (see dlmsvdd.training.input_consensus)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change
 VERBOSE = (0, 1, 2)  # every command's --verbose levels (train's: TrainConfig.verbose)
 

@@ -221,6 +221,13 @@ class TrainConfig:
         distance, up to the boundary's largest f, whatever the network makes
         of them (its features are L2-normalised: alone they see a row's
         direction only). Rows within the data's radius score as without it.
+    input_consensus : bool
+        Feature vectors only: score rows by the deep model plus the consensus
+        of three detectors on the input itself (``dlmsvdd.training.input_consensus``:
+        ``LpSVDD`` one-class, the kNN distance, the LOF). Without labelled
+        anomalies the score is the consensus alone and the network is not
+        trained (its score would weigh nothing). False: the deep model's f
+        alone (the paper's model).
     gamma : float or str
         RBF bandwidth: "median" (1 / the initial features' median squared
         distance, estimated once), "local" (10 times that), "per-epoch"
@@ -322,6 +329,7 @@ class TrainConfig:
     self_labelling: float | None = None  # without labels: the fraction self-labelled (None: the recipe's)
     epoch_rows: int | None = None  # rows an epoch trains on, a fresh draw each (0: all; None: the recipe's)
     guard: bool = True  # rows beyond the training data's radius score higher with their distance (training.guard)
+    input_consensus: bool = True  # vectors: the deep score plus the consensus of the input (training.input_consensus)
     gamma: float | str = "median"  # "median": once from the initial features; "per-epoch"; or a fixed value
     solver: str = "apg"
     fw_max_iter: int = 1000

@@ -9,7 +9,9 @@ step, which no gradient sees and which would hide a repair's fall; the guard's o
 function of the input, is attributed as any feature is). The input is the one the network takes: for
 vectors the standardised columns (the ranges are in standard deviations and the repairs in units of f,
 so that scale does not matter), a table's encoded columns summed back into the columns they encode;
-for images the pixels the network sees.
+for images the pixels the network sees. A model with an input consensus
+(``dlmsvdd.training.input_consensus``) is explained by the score it ranks rows by: f's robust z-score
+times its weight plus the consensus's mean member z-score, a function of the same input.
 """
 
 from __future__ import annotations
@@ -87,8 +89,11 @@ def explain(model, X, reference=None, method: str = "auto", steps: int = attribu
     network, svdd = model.network_.eval(), model.svdd_
     dtype = svdd.dual_coef_.dtype
 
+    combination = getattr(model, "input_consensus_", None)
+
     def score(x):
-        return svdd._dissimilarity(network(x).to(dtype))
+        f = svdd._dissimilarity(network(x).to(dtype))
+        return f if combination is None else combination.combine(f, x)
 
     spec = model.preprocessing_
     encoding = getattr(spec, "encoding", None)

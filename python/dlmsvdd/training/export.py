@@ -6,7 +6,8 @@ The scorer holds the preprocessing the model was trained with
 channels, resize, normalisation), the network (backbone and L2 normalisation)
 in eval mode, the kernel boundary in plain torch operations
 (``dlmsvdd_ext.portable``: support features and weights, or the feature map
-and ``Z^T a``) and the threshold. Nothing of dlmsvdd is needed to run it: an
+and ``Z^T a``), a vector model's input consensus (``dlmsvdd.training.input_consensus``)
+and the threshold. Nothing of dlmsvdd is needed to run it: an
 ONNX runtime, or torch alone for TorchScript.
 
 Input: raw images, uint8 (0-255) or float32 in [0, 1] (the ONNX graph takes
@@ -37,7 +38,7 @@ import torch.nn as nn
 import dlmsvdd_ext
 from dlmsvdd_ext.portable import PortableBoundary
 
-from . import guard
+from . import guard, input_consensus
 
 FORMATS = ("onnx", "torchscript")
 INPUT_DTYPES = {"float32": torch.float32, "uint8": torch.uint8}
@@ -63,8 +64,10 @@ class Scorer(nn.Module):
 
     def __init__(self, preprocess: nn.Module, network: nn.Module, boundary: nn.Module, threshold: float,
                  expects: str, float_range: tuple[float, float], calibration: torch.Tensor | None = None,
-                 missing_taken: bool = False):
+                 missing_taken: bool = False, combination: nn.Module | None = None):
         super().__init__()
+        # the model's score of its input and f (input_consensus: f as it is, or with the input consensus)
+        self.combination = input_consensus.DeepScore() if combination is None else combination
         self.missing_taken = missing_taken  # NaN is a missing cell the preprocessing imputes
         self.preprocess, self.network, self.boundary = preprocess, network, boundary
         self.threshold = float(threshold)
@@ -87,7 +90,8 @@ class Scorer(nn.Module):
         if images.dtype != torch.uint8 and images.dtype != torch.float32:  # static in an ONNX graph
             raise ValueError("got images of dtype " + _dtype_name(images.dtype) + "; the model expects "
                              + self.expects + " (dtype uint8 or float32)")
-        f = self.boundary(self.network(self.preprocess(images)))
+        inputs = self.preprocess(images)
+        f = self.combination(inputs, self.boundary(self.network(inputs)))
         if images.dtype == torch.float32:  # NaN fails both comparisons
             inside = (images >= self.low) & (images <= self.high)
             if self.missing_taken:
@@ -106,8 +110,10 @@ def build_scorer(model) -> Scorer:
     boundary = PortableBoundary(model.svdd_)
     if network.guard is not None:  # rows beyond the data score above it, as DLMSVDD scores them
         boundary = guard.GuardedScore(boundary, float(network.guard.floor), network.guard.floor_start())
+    consensus = getattr(model, "input_consensus_", None)
     scorer = Scorer(spec.module(), network, boundary, model.threshold_, spec.expects(),
-                    spec.float_range, calibration, getattr(spec, "missing_taken", False))
+                    spec.float_range, calibration, getattr(spec, "missing_taken", False),
+                    None if consensus is None else input_consensus.PortableCombination(consensus))
     return scorer.eval().requires_grad_(False)
 
 

@@ -29,8 +29,8 @@ from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import (batches, checkpoints, divergence, epoch_rows, explain, guard, memory, metrics, parallel, pretrain,
-               selection, self_labels)
+from . import (batches, checkpoints, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
+               parallel, pretrain, selection, self_labels)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -474,7 +474,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         else:
             images, train, val = None, X, y
         self._fit(train, val, callback, checkpoint, resume)
-        self.decision_scores_ = self.dissimilarity(train if images is None else X)
+        self.decision_scores_ = self._fit_rows_scores(train, val, images is not None)
         self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
         return self
 
@@ -511,8 +511,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError(f"the training set has {len(train)} sample(s); training needs at least {MIN_TRAIN}")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
-        self.self_labelled_, self.self_labels_ = 0, None
-        if cfg.nu == "auto":  # without labelled anomalies, label a few (training.self_labels)
+        self.self_labelled_, self.self_labels_, self.input_consensus_ = 0, None, None
+        # feature vectors without labelled anomalies are scored by the input consensus alone: nothing to train
+        untrained = input_consensus.scores_alone(cfg.input_consensus, train)
+        if cfg.nu == "auto" and not untrained:  # without labelled anomalies, label a few (training.self_labels)
             fraction = cfg.training_params(train[0][0].dim() == 1)["self_labelling"]  # the recipe's, unless set
             train, self.self_labelled_ = self_labels.relabel(train, fraction, cfg.seed)
             self.self_labels_ = train.targets if self.self_labelled_ else None
@@ -522,7 +524,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if cfg.kernel == "exact":  # up front: the final boundary is fitted on every training row
             kernel_choice.warn_if_slow(len(train), self._feature_width(train), torch.float32, self.device,
                                        stacklevel=4)
-        epochs = 0 if cfg.frozen else self.training_params_["epochs"]
+        epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
         if resume:
@@ -664,11 +666,41 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if self.network_.guard is not None:
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
-        f_val, t_val = self.scores(val) if val is not None else (None, None)
-        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._gathered_scores(
-            feats, targets, len(train)))
+        if self.config.input_consensus and len(self.input_shape_) == 1:
+            self.input_consensus_ = input_consensus.fit(
+                [self._inputs(data) for data in (train, val) if data is not None],
+                *self._gathered_scores(feats, targets, len(train)), self.config.seed, self.device)
+        f_val, t_val = self._given_scores(val, input_consensus.VALIDATION) if val is not None else (None, None)
+        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._given_scores(
+            train, input_consensus.TRAINING, feats, targets))
         if f_val is not None and (t_val > 0).any():  # held out of training: the default calibration set
             self.svdd_.calibration_ = conformal.Calibration(f_val[t_val > 0], "validation normals")
+
+    def _inputs(self, data: Dataset) -> torch.Tensor:
+        """The network inputs of every row of a dataset (all of it, in every process), in order."""
+        size = batches.eval_batch_size(self.config.batch_size, len(self.input_shape_) == 1)
+        return torch.cat([x for x, _ in self._loader(data, shuffle=False, batch_size=size)])
+
+    def _given_scores(self, data: Dataset, part: int, feats=None, targets=None) -> tuple[np.ndarray, np.ndarray]:
+        """The scores and targets of the training (``part`` 0) or validation (1) rows ``fit`` was given:
+        f, or with the input consensus the combined score, each row left out of its own neighbours."""
+        if feats is None:
+            feats, targets = self._features(data)
+        f, targets = self._gathered_scores(feats, targets, len(data))
+        if self.input_consensus_ is not None:
+            f = self.input_consensus_.given_scores(part, torch.as_tensor(f)).numpy()
+        return f, targets
+
+    def _fit_rows_scores(self, train: Dataset, val: Dataset | None, array: bool) -> np.ndarray:
+        """PyOD's ``decision_scores_``: the scores of the rows passed to fit (an array's: every row, in
+        its order; a dataset's: the training rows), each as ``_given_scores`` has it."""
+        scores = self._given_scores(train, input_consensus.TRAINING)[0]
+        if not array:
+            return scores
+        every = np.empty(len(train) + len(val), dtype=scores.dtype)
+        every[train.split.indices] = scores
+        every[val.split.indices] = self._given_scores(val, input_consensus.VALIDATION)[0]
+        return every
 
     def _raw_scores(self, data) -> np.ndarray:
         """f of a dataset's rows without the guard's floor."""
@@ -770,7 +802,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         self._check_fitted()
         data = self._dataset(data)
-        return self._gathered_scores(*self._features(data), len(data))
+        f, targets = self._gathered_scores(*self._features(data), len(data))
+        if getattr(self, "input_consensus_", None) is not None:
+            with torch.no_grad():
+                f = self.input_consensus_.combine(torch.as_tensor(f), self._inputs(data)).cpu().numpy()
+        return f, targets
 
     def _dataset(self, data) -> Dataset:
         """A dataset as it is; an array of raw inputs as a dataset of network inputs (targets +1)."""
@@ -1159,7 +1195,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
             "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
             "warnings": self.warnings_, "versions": versions(),
-            "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None)},
+            "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None),
+            "input_consensus": None if self.input_consensus_ is None else self.input_consensus_.state_dict()},
             checkpoints.MODEL)
 
     def _decision_scores(self) -> torch.Tensor | None:
@@ -1196,6 +1233,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         checkpoints.check_model(state, path)
         values = checkpoints.upgraded_config(state["config"])
         values.setdefault("guard", False)  # a model that predates the distance guard was trained without it
+        values.setdefault("input_consensus", False)  # nor the input consensus
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         odd = sorted(set(values) - known) + [f"no {k!r}" for k in ("backbone", "device") if k not in values]
         if odd:  # a hand edit: TrainConfig(**values) would fail with a TypeError or KeyError
@@ -1244,6 +1282,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
         model.warnings_ = state.get("warnings", [])
         model.reference_ = state.get("reference")  # explain's baselines; absent from files written before it
+        consensus = state.get("input_consensus")  # absent from files written before it
+        model.input_consensus_ = None if consensus is None else input_consensus.InputConsensus.from_state_dict(
+            consensus, device=model.device)
         model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before

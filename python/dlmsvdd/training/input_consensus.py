@@ -1,0 +1,127 @@
+"""DLMSVDD's score on feature vectors: the deep model's, plus the consensus of three views of the input.
+
+Why (issue 38, goals 3 and 4; measured on ADBench's development sets, docs/results/adbench.md): without
+labelled anomalies the deep model has nothing to push away and trails the plain detectors, while
+``dlmsvdd_ext.consensus.Consensus`` (``LpSVDD()`` one-class, the kNN distance and the LOF of the rows
+as given) led every peer on validation rows. With a few labels the deep model leads, and adding the
+consensus to it never lost on validation rows (and won on image embeddings, where the learned
+representation forgets what the input had).
+
+What: a fitted ``Consensus`` on every row given to ``fit`` (training and validation, without their
+labels: what a user without labels holds), and the score
+
+    score(x) = weight * (f(x) - median) / (1.4826 MAD) + consensus(x) / 3,
+
+the deep model's f as a robust z-score by the training rows' f, and the consensus's mean member
+z-score (each member as heavy as the deep model). ``weight`` is 1 when the fit had labelled
+anomalies and 0 without (the network is then not trained: its score would weigh nothing). A row
+given to ``fit`` is scored with its own row left out of its neighbours (``given_scores``), as a new
+row would be; that is what sets the threshold and the calibration.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from dlmsvdd_ext.consensus import Consensus, PortableConsensus, robust_centre_and_spread
+
+MEMBER_WEIGHT = 1.0 / len(Consensus.MEMBERS)  # the consensus's mean member z-score
+TRAINING, VALIDATION = 0, 1  # the parts of the rows fit was given, in the order the consensus took them
+
+
+def labelled_anomalies(data) -> bool:
+    """Whether a dataset of (input, target) has a row labelled anomalous (target -1)."""
+    targets = getattr(data, "targets", None)
+    if targets is None and hasattr(data, "split"):  # protocols.SplitRows
+        targets = data.split.targets
+    if targets is None:  # a dataset that gives its targets row by row
+        targets = [int(t) for _, t in data]
+    return bool((np.asarray(targets) < 0).any())
+
+
+def scores_alone(enabled: bool, train) -> bool:
+    """Whether the consensus alone scores a fit on ``train``: feature vectors without labelled
+    anomalies, with the input consensus on (then the deep model's score weighs 0)."""
+    return enabled and train[0][0].dim() == 1 and not labelled_anomalies(train)
+
+
+def fit(parts: list[torch.Tensor], deep_scores: np.ndarray, targets: np.ndarray, seed, device) -> "InputConsensus":
+    """The input consensus of a fit: its consensus on the network inputs of every part (training,
+    then validation), and the deep model's weight, 1 when a training row is labelled anomalous
+    (``targets`` -1) and 0 otherwise, with its robust scale from ``deep_scores`` (f of the training rows)."""
+    weight = 1.0 if (np.asarray(targets) < 0).any() else 0.0
+    return InputConsensus(weight, random_state=seed).fit([p.to(device) for p in parts], deep_scores)
+
+
+class InputConsensus:
+    """The consensus of the model's inputs and the weight of the deep model's score beside it.
+
+    Parameters
+    ----------
+    weight : float
+        The deep model's z-score's weight (1 with labelled anomalies, 0 without).
+    random_state : int or None
+        Seeds the consensus (its ``LpSVDD`` member and its draw of reference rows).
+    """
+
+    def __init__(self, weight: float, random_state=None):
+        self.weight = float(weight)
+        self.random_state = random_state
+
+    def fit(self, parts: list[torch.Tensor], deep_scores: np.ndarray) -> "InputConsensus":
+        """Fit the consensus on the rows of every part (network inputs, unlabelled), and the deep
+        model's robust centre and spread on ``deep_scores`` (its f of the training rows)."""
+        self.sizes_ = [int(p.shape[0]) for p in parts]
+        self.consensus_ = Consensus(random_state=self.random_state).fit(torch.cat(parts))
+        self.centre_, self.spread_ = robust_centre_and_spread(deep_scores)
+        return self
+
+    def _deep_z(self, f: torch.Tensor) -> torch.Tensor:
+        return self.weight * (f - self.centre_) / self.spread_
+
+    def combine(self, f: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """The score of new rows: their network inputs and the deep model's f of them."""
+        consensus = self.consensus_.torch_dissimilarity(inputs.to(self.consensus_.reference_))
+        return self._deep_z(f.to(consensus)) + MEMBER_WEIGHT * consensus
+
+    def given_scores(self, part: int, f: torch.Tensor) -> torch.Tensor:
+        """The score of the rows of ``parts[part]`` as ``fit`` took them, each with its own row left
+        out of its neighbours; ``f`` is the deep model's f of those rows."""
+        start = sum(self.sizes_[:part])
+        own = torch.as_tensor(self.consensus_.fit_scores_[start:start + self.sizes_[part]])
+        return self._deep_z(f.double().cpu()) + MEMBER_WEIGHT * own
+
+    def state_dict(self) -> dict:
+        return {"weight": self.weight, "random_state": self.random_state, "sizes": self.sizes_,
+                "centre": self.centre_, "spread": self.spread_, "consensus": self.consensus_.state_dict()}
+
+    @classmethod
+    def from_state_dict(cls, state: dict, device=None) -> "InputConsensus":
+        model = cls(state["weight"], state["random_state"])
+        model.sizes_, model.centre_, model.spread_ = state["sizes"], state["centre"], state["spread"]
+        model.consensus_ = Consensus.from_state_dict(state["consensus"], device=device)
+        return model
+
+
+class DeepScore(nn.Module):
+    """The exported score of a model without an input consensus: the deep model's f as it is."""
+
+    def forward(self, inputs: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        return f
+
+
+class PortableCombination(nn.Module):
+    """``InputConsensus.combine`` in plain torch operations, for ONNX and TorchScript (float32
+    inputs and f; the sum in float64, so the z-scores' offsets cost no precision)."""
+
+    def __init__(self, model: InputConsensus):
+        super().__init__()
+        self.consensus = PortableConsensus(model.consensus_)
+        self.weight, self.centre, self.spread = model.weight, float(model.centre_), float(model.spread_)
+        self.member_weight = MEMBER_WEIGHT
+
+    def forward(self, inputs: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+        deep = self.weight * (f.double() - self.centre) / self.spread
+        return (deep + self.member_weight * self.consensus(inputs).double()).float()
