@@ -162,3 +162,11 @@ def test_a_saved_detector_scores_as_the_one_that_was_saved(tmp_path):
     loaded = Consensus.from_state_dict(torch.load(tmp_path / "c.pt", weights_only=True))
     np.testing.assert_array_equal(loaded.dissimilarity(Z), model.dissimilarity(Z))
     assert loaded.member_scores(Z).keys() == model.member_scores(Z).keys()
+
+
+def test_fit_scores_are_each_fit_rows_consensus_without_itself():
+    X, _ = rows(3)
+    model = Consensus(random_state=0).fit(X)
+    ref = reference_members(X, X[:1], 0)
+    expected = sum(numpy_robust_z(ref[m][0], ref[m][0]) for m in Consensus.MEMBERS)
+    np.testing.assert_allclose(model.fit_scores_, expected, rtol=1e-7, atol=1e-7)

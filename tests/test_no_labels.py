@@ -33,10 +33,11 @@ def _moved(X, mean, scale, train=None):
     return moved[distance(moved) > distance(train).max()]
 
 
-@pytest.fixture(scope="module")
-def unlabelled():
+@pytest.fixture(scope="module", params=[True, False], ids=["input-consensus", "deep-alone"])
+def unlabelled(request):
+    """The default (the input consensus alone scores) and the deep model alone (self-labelled)."""
     X = _gaussian(600)
-    return DLMSVDD(**FAST).fit(X), X
+    return DLMSVDD(input_consensus=request.param, **FAST).fit(X), X
 
 
 def _torchscript_decisions(model, X, path):
@@ -52,8 +53,10 @@ def _onnx_decisions(model, X, path):
 
 def test_the_default_fits_without_labels(unlabelled):
     model, X = unlabelled
-    # self-labelling: 5% of the 480 training rows (the rest validate) labelled anomalous, then nu="auto" is 1.2
-    assert model.self_labelled_ == 24 and model.svdd_.nu_ == 1.2
+    if model.config.input_consensus:  # the default: the consensus of the input alone, nothing self-labelled
+        assert model.self_labelled_ == 0 and model.input_consensus_.weight == 0 and model.svdd_.nu_ == 1.0
+    else:  # self-labelling: 5% of the 480 training rows (the rest validate) labelled anomalous: nu="auto" is 1.2
+        assert model.self_labelled_ == 24 and model.svdd_.nu_ == 1.2
     assert "normals' 0.9 quantile" in model.threshold_rule_
     assert model.n_calibration_ > 0 and model.calibration_source_ == "validation normals"
     flagged = (model.predict(_gaussian(2000, seed=1)) == -1).mean()
@@ -92,10 +95,12 @@ def test_self_labels_are_the_rows_lpsvdd_one_class_finds_most_anomalous():
 def test_without_labels_no_validation_auroc_exists_and_the_last_epoch_is_kept(unlabelled):
     """The criterion without labelled anomalies (issue 38, goal 5): validation holds normal rows
     only (self-labels train, they never validate), so no epoch is chosen on a label: the last
-    epoch stays, and the threshold is the validation normals' quantile."""
+    epoch stays (by default none trains: the input consensus alone scores), and the threshold is
+    the validation normals' quantile."""
     model, _ = unlabelled
     assert all("val_auroc" not in row for row in model.history_)
-    assert model.best_epoch_ == FAST["epochs"] == model.history_[-1]["epoch"]
+    last = 0 if model.config.input_consensus else FAST["epochs"]
+    assert model.best_epoch_ == last == model.history_[-1]["epoch"]
     assert model.threshold_rule_ == "validation normals' 0.9 quantile"
 
 
@@ -169,7 +174,7 @@ def test_without_the_guard_far_rows_pass_as_normal():
     """The failure the guard fixes (issue 38, finding 2): the L2-normalised features alone see a
     row's direction, and some rows 1000 times as far out as normal ones score as normal."""
     X = _gaussian(600)
-    model = DLMSVDD(guard=False, **FAST).fit(X)
+    model = DLMSVDD(guard=False, input_consensus=False, **FAST).fit(X)
     far = _moved(_gaussian(2000, seed=2), X.mean(0), 1000.0, X)
     assert (model.predict(far) == 1).mean() > 0.01
 
@@ -197,7 +202,7 @@ def test_the_guard_is_zero_within_the_data_and_grows_beyond_it_as_documented():
 def test_within_the_data_the_guard_changes_no_score():
     """Training rows have the coordinate 0: with and without the guard the same boundary and scores."""
     X = _gaussian(300)
-    a, b = DLMSVDD(**FAST).fit(X), DLMSVDD(guard=False, **FAST).fit(X)
+    a, b = (DLMSVDD(guard=guarded, input_consensus=False, **FAST).fit(X) for guarded in (True, False))
     inside = X[:100]
     np.testing.assert_allclose(a.dissimilarity(inside), b.dissimilarity(inside), rtol=1e-5, atol=1e-6)
 
@@ -215,16 +220,16 @@ def test_images_far_from_the_training_mean_are_flagged():
 
 
 def test_old_models_without_the_view_still_load(tmp_path):
-    """A model saved before the view existed has no input_kernel in its configuration: it loads
-    and scores as it did (without the view)."""
+    """A model saved before the guard and the input consensus existed has neither in its file: it
+    loads and scores as it did (without them)."""
     X = _gaussian(200)
-    model = DLMSVDD(guard=False, **FAST).fit(X)
+    model = DLMSVDD(guard=False, input_consensus=False, **FAST).fit(X)
     model.save(tmp_path / "m.pt")
     state = torch.load(tmp_path / "m.pt", weights_only=False)
-    del state["config"]["guard"]
+    del state["config"]["guard"], state["config"]["input_consensus"], state["input_consensus"]
     torch.save(state, tmp_path / "old.pt")
     loaded = DLMSVDD.load(tmp_path / "old.pt")
-    assert loaded.network_.guard is None
+    assert loaded.network_.guard is None and loaded.input_consensus_ is None
     np.testing.assert_array_equal(loaded.dissimilarity(X), model.dissimilarity(X))
 
 
@@ -244,7 +249,7 @@ def test_cli_table_run_without_labels_scores_and_flags_far_rows(tmp_path, capsys
     assert main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--labelled-fraction", "0",
                  "--epochs", "2", "--verbose", "0", "--output", str(run)]) == 0
     model = DLMSVDD.load(run / "model.pt")
-    assert model.self_labelled_ > 0 and model.svdd_.nu_ == 1.2  # no anomaly labelled: self-labelled
+    assert model.self_labelled_ == 0 and model.input_consensus_.weight == 0  # no label: the input consensus
     far = _moved(rng.normal(size=(50, 4)), X[:300].mean(0), 100.0, X)
     np.save(tmp_path / "far.npy", far)
     capsys.readouterr()

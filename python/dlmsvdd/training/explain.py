@@ -93,7 +93,7 @@ def explain(model, X, reference=None, method: str = "auto", steps: int = attribu
 
     def score(x):
         f = svdd._dissimilarity(network(x).to(dtype))
-        return f if combination is None else combination.combine(f, x)
+        return f if combination is None else combination.combine(f, x).to(f.dtype)
 
     spec = model.preprocessing_
     encoding = getattr(spec, "encoding", None)

@@ -1,0 +1,124 @@
+"""DLMSVDD's score on feature vectors with the input consensus (dlmsvdd.training.input_consensus),
+against a Consensus and a deep model fitted on their own and a numpy robust z-score."""
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+
+from dlmsvdd import DLMSVDD
+from dlmsvdd.cli import main as cli_main
+from dlmsvdd_ext.consensus import Consensus
+
+FAST = dict(epochs=2, batch_size=64, verbose=0, seed=3)
+
+
+def rows(seed=0, n=260, d=5, anomalies=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    X[:anomalies] += 5.0
+    return X
+
+
+def dataset(X, targets):
+    return TensorDataset(torch.from_numpy(X), torch.as_tensor(targets))
+
+
+def numpy_robust_z(fit, scores):
+    centre = np.median(fit)
+    return (scores - centre) / (1.4826 * np.median(np.abs(fit - centre)))
+
+
+@pytest.fixture(scope="module")
+def split():
+    """Training rows (5 labelled anomalies among them), validation normals and new rows, as network inputs."""
+    X = rows(0, anomalies=5)
+    t = np.ones(len(X), dtype=int)
+    t[:5] = -1
+    return X, t, rows(1, n=60), np.r_[rows(2, n=40), rows(3, n=20) + 4.0]
+
+
+def test_without_labels_the_score_is_the_consensus_of_the_given_rows_and_nothing_trains(split):
+    X, _, V, Z = split
+    model = DLMSVDD(**FAST).fit(dataset(X, np.ones(len(X), int)), dataset(V, np.ones(len(V), int)))
+    assert model.input_consensus_.weight == 0.0
+    assert len(model.history_) == 1 and "omega_loss" not in model.history_[0]  # the network is not trained
+    assert model.self_labelled_ == 0
+    reference = Consensus(random_state=3).fit(np.r_[X, V].astype(np.float64))
+    np.testing.assert_allclose(model.dissimilarity(Z), reference.dissimilarity(Z.astype(np.float64)) / 3,
+                               rtol=1e-6, atol=1e-6)
+    # the rows fit was given are scored without themselves: the threshold is the validation rows' quantile
+    own = reference.fit_scores_ / 3
+    np.testing.assert_allclose(model.decision_scores_, own[:len(X)], rtol=1e-6, atol=1e-6)
+    assert model.threshold_ == pytest.approx(np.percentile(own[len(X):], 90.0), rel=1e-6)
+
+
+def test_with_labels_the_deep_models_robust_z_score_joins_the_consensus(split):
+    X, t, V, Z = split
+    train, val = dataset(X, t), dataset(V, np.ones(len(V), int))
+    model = DLMSVDD(**FAST).fit(train, val)
+    deep = DLMSVDD(**FAST, input_consensus=False).fit(train, val)  # the same training: the consensus comes after
+    assert model.input_consensus_.weight == 1.0 and deep.input_consensus_ is None
+    assert len(model.history_) == FAST["epochs"] + 1
+    consensus = Consensus(random_state=3).fit(np.r_[X, V].astype(np.float64))
+    expected = numpy_robust_z(deep.dissimilarity(train), deep.dissimilarity(Z)) \
+        + consensus.dissimilarity(Z.astype(np.float64)) / 3
+    np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
+    assert model.decision_function(Z) == pytest.approx(model.threshold_ - expected, rel=1e-5, abs=1e-5)
+
+
+def test_an_array_fits_decision_scores_are_every_row_in_order_without_itself():
+    X = rows(4, n=300, anomalies=6)
+    model = DLMSVDD(**FAST).fit(X)
+    reference = Consensus(random_state=3).fit(model.preprocess(X).double())
+    # the fit's own rows (training and validation) are the consensus's fit rows, in another order
+    np.testing.assert_allclose(np.sort(model.decision_scores_), np.sort(reference.fit_scores_ / 3),
+                               rtol=1e-6, atol=1e-6)
+    assert model.decision_scores_[:6].min() > np.percentile(model.decision_scores_, 90)  # the shifted rows
+    assert (model.labels_ == (model.decision_scores_ >= model.threshold_)).all()
+
+
+@pytest.mark.parametrize("labelled", [False, True])
+def test_save_load_and_exports_score_as_the_model(split, labelled, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    X, t, V, Z = split
+    model = DLMSVDD(**FAST).fit(X, t if labelled else None)
+    model.save(tmp_path / "model.pt")
+    loaded = DLMSVDD.load(tmp_path / "model.pt")
+    np.testing.assert_array_equal(loaded.dissimilarity(Z), model.dissimilarity(Z))
+    session = onnxruntime.InferenceSession(str(model.export(tmp_path / "m.onnx")))
+    f, decision, _ = session.run(None, {"images": Z})
+    np.testing.assert_allclose(f, model.dissimilarity(Z), rtol=1e-4, atol=1e-4)
+    scripted = torch.jit.load(str(model.export(tmp_path / "m.pt", format="torchscript")))
+    f_ts, decision_ts, _ = scripted(torch.from_numpy(Z))
+    np.testing.assert_allclose(f_ts.numpy(), model.dissimilarity(Z), rtol=1e-4, atol=1e-4)
+    clear = np.abs(model.decision_function(Z)) > 1e-3  # float32 rounding can flip a row at the threshold
+    np.testing.assert_array_equal(decision[clear], model.predict(Z)[clear])
+    np.testing.assert_array_equal(decision_ts.numpy()[clear], model.predict(Z)[clear])
+
+
+def test_explain_attributes_the_combined_score(split):
+    X, t, V, Z = split
+    model = DLMSVDD(**FAST).fit(X, t)
+    # the "repair" method's attributions are falls of the score the model ranks by
+    A = model.explain(Z[-3:], method="repair")
+    assert A.shape == (3, X.shape[1]) and np.isfinite(A).all() and (A.sum(1) > 0).all()
+
+
+@pytest.mark.parametrize("switch", [[], ["--no-input-consensus"]])
+def test_the_cli_fits_it_unless_switched_off(tmp_path, switch):
+    X = rows(5, n=200)
+    with open(tmp_path / "t.csv", "w") as handle:
+        handle.write(",".join(f"x{j}" for j in range(X.shape[1])) + ",label\n")
+        handle.writelines(",".join(map(str, row)) + ",0\n" for row in X)
+    assert cli_main(["train", "--data", "table", "--path", str(tmp_path / "t.csv"), "--labelled-fraction", "0",
+                     "--epochs", "1", "--verbose", "0", "--output", str(tmp_path / "run"), *switch]) == 0
+    model = DLMSVDD.load(tmp_path / "run" / "model.pt")
+    assert (model.input_consensus_ is None) == bool(switch) and model.config.input_consensus == (not switch)
+    assert DLMSVDD(**FAST, input_consensus=False).fit(X).input_consensus_ is None
+
+
+def test_images_keep_the_deep_score():
+    images = np.random.default_rng(0).random((40, 1, 8, 8)).astype(np.float32)
+    model = DLMSVDD(epochs=1, batch_size=16, verbose=0, backbone="small_cnn", weights=None).fit(images)
+    assert model.input_consensus_ is None
