@@ -121,7 +121,7 @@ def test_unsupervised_goal_rows_rank_each_candidate_among_the_peers_alone():
     from benchmarks import adbench_unsupervised as unsupervised
 
     # three sets; the consensus leads everywhere, DLM-SVDD trails kNN; the ablation is never a peer
-    aurocs = {"DLM-SVDD (defaults, fit(X))": 0.70, "DLM-SVDD without self-labelling (ablation)": 0.99,
+    aurocs = {"DLM-SVDD (defaults, fit(X))": 0.70, "DLM-SVDD deep model alone (ablation)": 0.99,
               "Consensus (LpSVDD + kNN + LOF; dlmsvdd_ext.consensus)": 0.80, "kNN (PyOD)": 0.75,
               "LOF (PyOD)": 0.72, "IsolationForest (scikit-learn)": 0.71}
     records = [{**_record(m, s, 0.0, a + 0.01 * i), "family": "tabular"} for m, a in aurocs.items()
@@ -129,6 +129,6 @@ def test_unsupervised_goal_rows_rank_each_candidate_among_the_peers_alone():
     goal = unsupervised.goal_rows(records)
     assert [ok for _, ok in goal] == [False, False], goal
     assert "kNN (PyOD)" in goal[0][0] and "0.7600" in goal[0][0]  # the best peer, not the ablation or consensus
-    lead = unsupervised.consensus_rows(records)
+    lead = unsupervised.candidate_rows(records, "Consensus")
     assert [ok for _, ok in lead] == [True, True], lead
     assert "average rank 1.00" in lead[1][0]

@@ -27,9 +27,10 @@ def dlmsvdd_default(X, seed):
     return dlmsvdd_scorer(X, None, seed)
 
 
-def dlmsvdd_one_class(X, seed):
-    """The ablation: no self-labelling (one-class training, nu = 1)."""
-    return dlmsvdd_scorer(X, None, seed, self_labelling=0.0)
+def dlmsvdd_deep_alone(X, seed):
+    """The ablation: the deep model alone (``input_consensus=False``: self-labelled, trained), the
+    unlabelled default before the input consensus."""
+    return dlmsvdd_scorer(X, None, seed, input_consensus=False)
 
 
 def lpsvdd_default(X, seed):
@@ -37,8 +38,8 @@ def lpsvdd_default(X, seed):
 
 
 def consensus(X, seed):
-    """The package's detector for unlabelled rows that is not (yet) DLMSVDD's default:
-    ``dlmsvdd_ext.consensus.Consensus``, LpSVDD one-class + kNN + LOF."""
+    """``dlmsvdd_ext.consensus.Consensus`` on its own (LpSVDD one-class + kNN + LOF), fitted on every
+    training row; DLMSVDD's unlabelled default scores by it, fitted on its own split's rows."""
     return Consensus(random_state=seed).fit(X).dissimilarity
 
 
@@ -73,7 +74,7 @@ def deep_svdd(X, seed):
 
 METHODS = {
     "DLM-SVDD (defaults, fit(X))": dlmsvdd_default,
-    "DLM-SVDD without self-labelling (ablation)": dlmsvdd_one_class,
+    "DLM-SVDD deep model alone (ablation, input_consensus=False)": dlmsvdd_deep_alone,
     "LpSVDD (defaults, fit(X))": lpsvdd_default,
     "Consensus (LpSVDD + kNN + LOF; dlmsvdd_ext.consensus)": consensus,
     f"kNN (PyOD {_version('pyod')})": _pyod("KNN"),
@@ -153,7 +154,3 @@ def goal_rows(records: list[dict]) -> list[tuple[str, bool]]:
     """Issue 38's goal 3 on a full run: DLM-SVDD's defaults against the peers."""
     return candidate_rows(records, "DLM-SVDD (defaults")
 
-
-def consensus_rows(records: list[dict]) -> list[tuple[str, bool]]:
-    """The same rows for the consensus, the candidate for DLMSVDD's unlabelled default."""
-    return candidate_rows(records, "Consensus")
