@@ -78,7 +78,7 @@ def test_lpsvdd_says_the_choice_once_and_keeps_it_saved(small_limit, caplog):
 
 def test_dlmsvdd_records_each_choice_and_saves_it(small_limit, tmp_path):
     X = _rows(400)  # 320 training rows: above the limit; each epoch draws 150 of them: below it
-    model = DLMSVDD(**FAST, epoch_rows=150).fit(X)
+    model = DLMSVDD(**FAST, epoch_rows=150, input_consensus=False).fit(X)  # unlabelled: trained only without it
     assert [row["kernel"] for row in model.history_] == ["exact"] * 3
     assert [row["rows"] for row in model.history_] == [150] * 3
     assert model.kernel_ == "nystrom" and len(model.svdd_.alpha_) == model.n_train_ == 320  # all rows at the end

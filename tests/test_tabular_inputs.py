@@ -63,7 +63,8 @@ def test_a_dataframe_a_list_and_a_series_score_as_the_array(numeric_model):
     np.testing.assert_array_equal(DLMSVDD(**EPOCHS).fit(X.tolist(), y.tolist()).dissimilarity(X), f)
     calibrated = DLMSVDD(**EPOCHS).fit(pd.DataFrame(X), y).calibrate(pd.DataFrame(X[y > 0][:50]))
     assert calibrated.n_calibration_ == 50
-    np.testing.assert_array_equal(DLMSVDD(**EPOCHS).fit_predict(pd.DataFrame(X), pd.Series(y)), model.predict(X))
+    # the training rows' labels (decision_scores_: each row without itself among its neighbours)
+    np.testing.assert_array_equal(DLMSVDD(**EPOCHS).fit_predict(pd.DataFrame(X), pd.Series(y)), 1 - 2 * model.labels_)
 
 
 def test_lpsvdd_takes_the_same_tables():
@@ -218,7 +219,7 @@ def test_the_exports_take_the_codes_and_agree_with_python(mixed_model, tmp_path)
     script = torch.jit.load(str(model.export(tmp_path / "m.ts.pt", format="torchscript")))
     script_f, script_decision, _ = script(torch.from_numpy(codes))
     for got_f, got_decision in ((onnx_f, onnx_decision), (script_f.numpy(), script_decision.numpy())):
-        np.testing.assert_allclose(got_f, f, rtol=1e-5, atol=5e-6)
+        np.testing.assert_allclose(got_f, f, rtol=1e-4, atol=1e-4)  # the exported consensus runs in float32
         np.testing.assert_array_equal(got_decision, decision)
 
 

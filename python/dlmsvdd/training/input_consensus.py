@@ -71,8 +71,21 @@ class InputConsensus:
         self.random_state = random_state
 
     def fit(self, parts: list[torch.Tensor], deep_scores: np.ndarray) -> "InputConsensus":
-        """Fit the consensus on the rows of every part (network inputs, unlabelled), and the deep
-        model's robust centre and spread on ``deep_scores`` (its f of the training rows)."""
+        """Fit the consensus on the rows of every part, and the deep model's robust scale.
+
+        Parameters
+        ----------
+        parts : list of torch.Tensor
+            Network inputs (n_i, d) of the rows ``DLMSVDD.fit`` was given, unlabelled: the
+            training rows, then the validation rows.
+        deep_scores : numpy.ndarray
+            The deep model's f of the training rows (its median and 1.4826 MAD scale f).
+
+        Returns
+        -------
+        InputConsensus
+            This combination, fitted.
+        """
         self.sizes_ = [int(p.shape[0]) for p in parts]
         self.consensus_ = Consensus(random_state=self.random_state).fit(torch.cat(parts))
         self.centre_, self.spread_ = robust_centre_and_spread(deep_scores)
@@ -82,23 +95,69 @@ class InputConsensus:
         return self.weight * (f - self.centre_) / self.spread_
 
     def combine(self, f: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """The score of new rows: their network inputs and the deep model's f of them."""
+        """The score of new rows, differentiable in ``inputs``.
+
+        Parameters
+        ----------
+        f : torch.Tensor
+            The deep model's f of the rows (n,).
+        inputs : torch.Tensor
+            Their network inputs (n, d).
+
+        Returns
+        -------
+        torch.Tensor
+            One score per row (float64), higher = more anomalous.
+        """
         consensus = self.consensus_.torch_dissimilarity(inputs.to(self.consensus_.reference_))
         return self._deep_z(f.to(consensus)) + MEMBER_WEIGHT * consensus
 
     def given_scores(self, part: int, f: torch.Tensor) -> torch.Tensor:
-        """The score of the rows of ``parts[part]`` as ``fit`` took them, each with its own row left
-        out of its neighbours; ``f`` is the deep model's f of those rows."""
+        """The score of the rows ``fit`` took, each with its own row left out of its neighbours.
+
+        Parameters
+        ----------
+        part : int
+            Which part of ``fit``'s rows (``TRAINING`` 0, ``VALIDATION`` 1).
+        f : torch.Tensor
+            The deep model's f of those rows, in the same order.
+
+        Returns
+        -------
+        torch.Tensor
+            One score per row (float64, on the CPU).
+        """
         start = sum(self.sizes_[:part])
         own = torch.as_tensor(self.consensus_.fit_scores_[start:start + self.sizes_[part]])
         return self._deep_z(f.double().cpu()) + MEMBER_WEIGHT * own
 
     def state_dict(self) -> dict:
+        """The fitted combination as plain tensors and numbers.
+
+        Returns
+        -------
+        dict
+            The weight, the deep model's centre and spread, and the consensus's ``state_dict``.
+        """
         return {"weight": self.weight, "random_state": self.random_state, "sizes": self.sizes_,
                 "centre": self.centre_, "spread": self.spread_, "consensus": self.consensus_.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "InputConsensus":
+        """The fitted combination a ``state_dict`` describes.
+
+        Parameters
+        ----------
+        state : dict
+            A ``state_dict``.
+        device : str, torch.device or None
+            Where to score.
+
+        Returns
+        -------
+        InputConsensus
+            The combination; it scores as the one that was saved.
+        """
         model = cls(state["weight"], state["random_state"])
         model.sizes_, model.centre_, model.spread_ = state["sizes"], state["centre"], state["spread"]
         model.consensus_ = Consensus.from_state_dict(state["consensus"], device=device)
