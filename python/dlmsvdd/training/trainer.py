@@ -180,8 +180,16 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     network inputs, or arrays of raw inputs (images or vectors as ``fit`` takes
     them), which every entry point runs through the model's preprocessing
     record ``preprocessing_`` (what ``preprocess`` and the export run).
-    PyOD's fitted attributes: ``decision_scores_`` (f of the training data
-    passed to fit), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
+    PyOD's fitted attributes: ``decision_scores_`` (the scores of the data
+    passed to fit; with the input consensus each row scored without itself
+    among its neighbours, as kNN and LOF score their training rows),
+    ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
+
+    Feature vectors are scored by the deep model's f plus the consensus of
+    detectors on the input (``input_consensus``, default; without labelled
+    anomalies the consensus alone, and the network is not trained; see
+    ``dlmsvdd.training.input_consensus``): ``dissimilarity`` and every score
+    below are then that combined score, not f.
 
     Conformal decisions: after fit the model is calibrated on the validation
     normals (``calibration_source_``, ``n_calibration_``; ``calibrate`` with
@@ -1064,7 +1072,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         return self._calibration().p_values(self.dissimilarity(data))
 
     def fit_predict(self, X, y=None) -> np.ndarray:
-        """``fit``, then +1 / -1 for the training data passed.
+        """``fit``, then +1 / -1 for the training data passed (``decision_scores_`` at the threshold).
 
         Parameters
         ----------
