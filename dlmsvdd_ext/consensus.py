@@ -19,9 +19,11 @@ at, each scored higher = more anomalous:
 
 Each member's score becomes a robust z-score, ``(s - median) / (1.4826 MAD)``, with the median and
 MAD of its scores of the fit rows (a fit row's neighbours leave the row itself out, as kNN and LOF
-score their training rows), and the consensus is their sum. The neighbour searches run in torch on
-Euclidean distances (the norm expansion, as the exported form) against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that; the
-``LpSVDD`` member is fitted on the same rows, which bounds the cost of a large fit), in blocks of query rows, so scoring also runs on a GPU and is differentiable in the rows.
+score their training rows), and the consensus is their sum. The neighbour searches run in torch
+against at most ``MAX_REFERENCE`` fit rows (a seeded draw beyond that; the ``LpSVDD`` member is
+fitted on the same rows, which bounds the cost of a large fit), in blocks of query rows: nearest
+candidates found by one float32 matrix product a block, their Euclidean distances then taken
+exactly; so scoring also runs on a GPU and is differentiable in the rows.
 ``PortableConsensus`` is the same score in plain torch operations, for ONNX and TorchScript.
 """
 
@@ -35,7 +37,8 @@ from .portable import PortableBoundary
 from .svdd import LpSVDD, _features
 
 MAX_REFERENCE = 4096  # fit rows the neighbour searches use (a seeded draw of a larger fit): bounds the cost of scoring
-BLOCK_BYTES = 64 * 2**20  # the distance block of one step of scoring: rows x reference x 8 bytes
+BLOCK_BYTES = 64 * 2**20  # the distance block of one step of scoring: rows x reference x 4 bytes
+CANDIDATES = 4  # nearest candidates beyond k found in float32, then measured exactly
 MAD_TO_SIGMA = 1.4826  # a normal sample's standard deviation per median absolute deviation
 LRD_EPSILON = 1e-10  # scikit-learn's: a reachability of 0 (duplicated rows) keeps lrd finite
 
@@ -131,18 +134,33 @@ class Consensus:
     def _neighbours(self, X: torch.Tensor, k: int, itself: torch.Tensor | None = None):
         """Distances (ascending) and reference indices of the k nearest reference rows of each row
         of X; ``itself`` gives each row's own position among the reference rows (-1: none), which
-        its neighbours leave out."""
-        block = max(1, BLOCK_BYTES // (8 * self.reference_.shape[0]))
+        its neighbours leave out.
+
+        Candidates are found in float32 on ``|r|^2 - 2 x.r`` (the squared distance less the row's
+        own ``|x|^2``: one matrix product a block, the cost of a big table's fit), ``CANDIDATES``
+        more than k so that float32's rounding cannot miss one of the k; their distances are then
+        taken exactly, ``|x - r|`` in the rows' dtype, and the k nearest kept."""
+        reference = self.reference_.float()
+        reference_sq = (reference * reference).sum(1)
+        wanted = min(k + CANDIDATES, self.reference_.shape[0])
+        block = max(1, BLOCK_BYTES // (4 * self.reference_.shape[0]))
         distances, indices = [], []
+        X32 = X.detach().float()
         for start in range(0, X.shape[0], block):
-            D = torch.cdist(X[start:start + block], self.reference_, compute_mode="use_mm_for_euclid_dist")
-            if itself is not None:
-                own = itself[start:start + block]
-                rows = torch.nonzero(own >= 0).flatten()
-                D[rows, own[rows]] = float("inf")  # in place: D is this block's own, and fit rows carry no gradient
-            d, i = torch.topk(D, k, dim=1, largest=False)
+            rows = X[start:start + block]
+            with torch.no_grad():  # which rows are nearest: no gradient flows through a choice
+                partial = torch.addmm(reference_sq, X32[start:start + block], reference.T, beta=1.0, alpha=-2.0)
+                if itself is not None:
+                    own = itself[start:start + block]
+                    mine = torch.nonzero(own >= 0).flatten()
+                    partial[mine, own[mine]] = float("inf")
+                i = torch.topk(partial, wanted, dim=1, largest=False).indices
+            d = torch.linalg.vector_norm(rows[:, None, :] - self.reference_[i], dim=2)
+            if itself is not None:  # a candidate list can hold the row itself only when all are tied
+                d = torch.where(i == itself[start:start + block, None], torch.full_like(d, float("inf")), d)
+            d, order = torch.topk(d, k, dim=1, largest=False)
             distances.append(d)
-            indices.append(i)
+            indices.append(torch.gather(i, 1, order))
         return torch.cat(distances), torch.cat(indices)
 
     def _lrd(self, distances: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:

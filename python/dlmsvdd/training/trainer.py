@@ -667,47 +667,52 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         return state["next_epoch"], (best["key"], best["epoch"], best["network"])
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
-        """The boundary from scratch on the best weights, and the decision threshold."""
+        """The boundary from scratch on the best weights, the input consensus, the decision
+        threshold; the scores of the rows given (``given_scores_``, for ``decision_scores_``)."""
         feats, targets = self._features(train)
         self._alpha_step(feats, targets, restart=True)
         self.reference_ = explain.reference_inputs(train, self.config.seed)  # explain's baselines
         if self.network_.guard is not None:
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
+        scored = self._gathered_scores(feats, targets, len(train))  # one pass over the training rows
         if self.config.input_consensus and len(self.input_shape_) == 1:
             self.input_consensus_ = input_consensus.fit(
-                [self._inputs(data) for data in (train, val) if data is not None],
-                *self._gathered_scores(feats, targets, len(train)), self.config.seed, self.device)
-        f_val, t_val = self._given_scores(val, input_consensus.VALIDATION) if val is not None else (None, None)
-        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: self._given_scores(
-            train, input_consensus.TRAINING, feats, targets))
+                [self._inputs(data) for data in (train, val) if data is not None], *scored, self.config.seed,
+                self.device)
+        given = {input_consensus.TRAINING: self._given_scores(train, input_consensus.TRAINING, scored)}
+        if val is not None:
+            given[input_consensus.VALIDATION] = self._given_scores(val, input_consensus.VALIDATION)
+        f_val, t_val = given.get(input_consensus.VALIDATION, (None, None))
+        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: given[input_consensus.TRAINING])
         if f_val is not None and (t_val > 0).any():  # held out of training: the default calibration set
             self.svdd_.calibration_ = conformal.Calibration(f_val[t_val > 0], "validation normals")
+        self._given = {part: f for part, (f, _) in given.items()}  # fit's decision_scores_ take them
 
     def _inputs(self, data: Dataset) -> torch.Tensor:
         """The network inputs of every row of a dataset (all of it, in every process), in order."""
         size = batches.eval_batch_size(self.config.batch_size, len(self.input_shape_) == 1)
         return torch.cat([x for x, _ in self._loader(data, shuffle=False, batch_size=size)])
 
-    def _given_scores(self, data: Dataset, part: int, feats=None, targets=None) -> tuple[np.ndarray, np.ndarray]:
+    def _given_scores(self, data: Dataset, part: int, scored=None) -> tuple[np.ndarray, np.ndarray]:
         """The scores and targets of the training (``part`` 0) or validation (1) rows ``fit`` was given:
-        f, or with the input consensus the combined score, each row left out of its own neighbours."""
-        if feats is None:
-            feats, targets = self._features(data)
-        f, targets = self._gathered_scores(feats, targets, len(data))
+        f, or with the input consensus the combined score, each row left out of its own neighbours;
+        ``scored``: the rows' (f, targets), when already computed."""
+        f, targets = self._gathered_scores(*self._features(data), len(data)) if scored is None else scored
         if self.input_consensus_ is not None:
             f = self.input_consensus_.given_scores(part, torch.as_tensor(f)).numpy()
         return f, targets
 
     def _fit_rows_scores(self, train: Dataset, val: Dataset | None, array: bool) -> np.ndarray:
         """PyOD's ``decision_scores_``: the scores of the rows passed to fit (an array's: every row, in
-        its order; a dataset's: the training rows), each as ``_given_scores`` has it."""
-        scores = self._given_scores(train, input_consensus.TRAINING)[0]
+        its order; a dataset's: the training rows), as ``_refit`` left them."""
+        given, self._given = self._given, None
+        scores = given[input_consensus.TRAINING]
         if not array:
             return scores
         every = np.empty(len(train) + len(val), dtype=scores.dtype)
         every[train.split.indices] = scores
-        every[val.split.indices] = self._given_scores(val, input_consensus.VALIDATION)[0]
+        every[val.split.indices] = given[input_consensus.VALIDATION]
         return every
 
     def _raw_scores(self, data) -> np.ndarray:
