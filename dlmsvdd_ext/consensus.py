@@ -156,7 +156,7 @@ class Consensus:
                     partial[mine, own[mine]] = float("inf")
                 i = torch.topk(partial, wanted, dim=1, largest=False).indices
             d = torch.linalg.vector_norm(rows[:, None, :] - self.reference_[i], dim=2)
-            if itself is not None:  # a candidate list can hold the row itself only when all are tied
+            if itself is not None:  # with no more reference rows than candidates, its own (masked) one is among them
                 d = torch.where(i == itself[start:start + block, None], torch.full_like(d, float("inf")), d)
             d, order = torch.topk(d, k, dim=1, largest=False)
             distances.append(d)

@@ -113,7 +113,8 @@ class InputConsensus:
         return self._deep_z(f.to(consensus)) + MEMBER_WEIGHT * consensus
 
     def given_scores(self, part: int, f: torch.Tensor) -> torch.Tensor:
-        """The score of the rows ``fit`` took, each with its own row left out of its neighbours.
+        """The score of the rows ``fit`` took, each with its own row left out of its neighbours
+        (during the fit only: those scores are not saved).
 
         Parameters
         ----------
@@ -139,8 +140,8 @@ class InputConsensus:
         dict
             The weight, the deep model's centre and spread, and the consensus's ``state_dict``.
         """
-        return {"weight": self.weight, "random_state": self.random_state, "sizes": self.sizes_,
-                "centre": self.centre_, "spread": self.spread_, "consensus": self.consensus_.state_dict()}
+        return {"weight": self.weight, "random_state": self.random_state, "centre": self.centre_,
+                "spread": self.spread_, "consensus": self.consensus_.state_dict()}
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "InputConsensus":
@@ -159,7 +160,7 @@ class InputConsensus:
             The combination; it scores as the one that was saved.
         """
         model = cls(state["weight"], state["random_state"])
-        model.sizes_, model.centre_, model.spread_ = state["sizes"], state["centre"], state["spread"]
+        model.centre_, model.spread_ = state["centre"], state["spread"]
         model.consensus_ = Consensus.from_state_dict(state["consensus"], device=device)
         return model
 

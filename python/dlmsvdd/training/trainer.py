@@ -668,7 +668,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, the input consensus, the decision
-        threshold; the scores of the rows given (``given_scores_``, for ``decision_scores_``)."""
+        threshold; the scores of the rows given (``_given``, which ``fit`` makes ``decision_scores_``)."""
         feats, targets = self._features(train)
         self._alpha_step(feats, targets, restart=True)
         self.reference_ = explain.reference_inputs(train, self.config.seed)  # explain's baselines
