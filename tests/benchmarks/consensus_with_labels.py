@@ -9,7 +9,9 @@ Each semi-supervised task (``adbench_protocol.make_task``, la 0.05 and 0.25) is 
 training rows; never the test rows). Scores: ``DLMSVDD()`` and ``LpSVDD()`` with the labels,
 ``Consensus()`` on the fit rows without them, and each labelled detector's robust z-score (median and
 MAD of its fit rows' scores) plus the consensus's mean member z-score: the labelled detector weighs
-as much as the three views of the input together.
+as much as the three views of the input together. One alternative beside it: the deep model's weight
+``min(1, n_A / FULL_WEIGHT_ANOMALIES)`` with n_A labelled anomalies (``LpSVDD``'s rule for its nu:
+one or two labels cannot overrule the unlabelled rows).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sklearn.metrics import roc_auc_score
 
 from dlmsvdd_ext import LpSVDD
 from dlmsvdd_ext.consensus import Consensus
+from dlmsvdd_ext.svdd import FULL_WEIGHT_ANOMALIES
 
 from benchmarks import adbench_protocol as protocol
 from benchmarks.adbench_methods import _targets
@@ -43,6 +46,9 @@ def task_record(X, y, name: str, la: float, seed: int) -> dict:
     for m, pair in scores.items():
         record[m] = roc_auc_score(inner.y_test, pair[1])
         record[f"{m} + Consensus"] = roc_auc_score(inner.y_test, robust_z(*pair) + consensus / 3)
+    weight = min(1.0, int((t < 0).sum()) / FULL_WEIGHT_ANOMALIES)  # the label-count weight
+    record["DLMSVDD x label weight + Consensus"] = roc_auc_score(
+        inner.y_test, weight * robust_z(*scores["DLMSVDD"]) + consensus / 3)
     return record
 
 
