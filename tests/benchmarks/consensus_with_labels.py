@@ -43,12 +43,12 @@ def task_record(X, y, name: str, la: float, seed: int) -> dict:
     consensus = Consensus(random_state=seed).fit(fit).dissimilarity(val)
     record = {"set": name, "seed": seed, "la": la, "family": protocol.family(name),
               "Consensus": roc_auc_score(inner.y_test, consensus)}
+    z = {m: robust_z(*pair) for m, pair in scores.items()}
     for m, pair in scores.items():
         record[m] = roc_auc_score(inner.y_test, pair[1])
-        record[f"{m} + Consensus"] = roc_auc_score(inner.y_test, robust_z(*pair) + consensus / 3)
+        record[f"{m} + Consensus"] = roc_auc_score(inner.y_test, z[m] + consensus / 3)
     weight = min(1.0, int((t < 0).sum()) / FULL_WEIGHT_ANOMALIES)  # the label-count weight
-    record["DLMSVDD x label weight + Consensus"] = roc_auc_score(
-        inner.y_test, weight * robust_z(*scores["DLMSVDD"]) + consensus / 3)
+    record["DLMSVDD x label weight + Consensus"] = roc_auc_score(inner.y_test, weight * z["DLMSVDD"] + consensus / 3)
     return record
 
 

@@ -45,9 +45,14 @@ METHODS = ("DLMSVDD()", "kNN (k=5)", "LpSVDD()", "OneClassSVM", "Consensus() (mi
 GOAL = ("DLMSVDD()", "kNN (k=5)")  # issue 38: the first at or above the second
 
 
+def kth_distance(neighbours: NearestNeighbors, rows: np.ndarray) -> np.ndarray:
+    """The distance of each row to its k-th nearest fit row of a fitted ``NearestNeighbors``."""
+    return neighbours.kneighbors(rows)[0][:, -1]
+
+
 def knn_distance(fit_rows: np.ndarray, rows: np.ndarray, k: int = K_DISTANCE) -> np.ndarray:
     """The distance of each row to its k-th nearest fit row."""
-    return NearestNeighbors(n_neighbors=k).fit(fit_rows).kneighbors(rows)[0][:, -1]
+    return kth_distance(NearestNeighbors(n_neighbors=k).fit(fit_rows), rows)
 
 
 def flat_inputs(data) -> np.ndarray:
@@ -74,15 +79,13 @@ def task_scores(source, normal_class: int, seed: int) -> tuple[np.ndarray, dict]
     timed("OneClassSVM", lambda: OneClassSVM().fit(fit_rows))
     timed("Consensus() (min-max)", lambda: Consensus(random_state=seed).fit(fit_rows))
     timed("Consensus(scale=False)", lambda: Consensus(random_state=seed, scale=False).fit(fit_rows))
-    deep, raw = out["DLMSVDD()"][0], out["Consensus(scale=False)"][0]
+    deep = out["DLMSVDD()"][0]
     centre, spread = robust_centre_and_spread(deep.dissimilarity(task.train))
-    deep_test = deep.dissimilarity(task.test)
-    scores = {"DLMSVDD()": deep_test, "kNN (k=5)": knn_distance(fit_rows, X_test),
-              "LpSVDD()": out["LpSVDD()"][0].dissimilarity(X_test),
-              "OneClassSVM": -out["OneClassSVM"][0].score_samples(X_test),
-              "Consensus() (min-max)": out["Consensus() (min-max)"][0].dissimilarity(X_test),
-              "Consensus(scale=False)": raw.dissimilarity(X_test)}
-    scores[METHODS[-1]] = (deep_test - centre) / spread + scores["Consensus(scale=False)"] / 3
+    scores = {name: out[name][0].dissimilarity(X_test)
+              for name in ("LpSVDD()", "Consensus() (min-max)", "Consensus(scale=False)")}
+    scores.update({"DLMSVDD()": deep.dissimilarity(task.test), "kNN (k=5)": kth_distance(out["kNN (k=5)"][0], X_test),
+                   "OneClassSVM": -out["OneClassSVM"][0].score_samples(X_test)})
+    scores[METHODS[-1]] = (scores["DLMSVDD()"] - centre) / spread + scores["Consensus(scale=False)"] / 3
     seconds = {name: s for name, (_, s) in out.items()}
     seconds[METHODS[-1]] = seconds["DLMSVDD()"] + seconds["Consensus(scale=False)"]
     return t_test < 0, {name: (scores[name], seconds[name]) for name in METHODS}
