@@ -33,6 +33,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from .placement import move_tensors
 from .portable import PortableBoundary
 from .svdd import LpSVDD, _features
 
@@ -270,6 +271,24 @@ class Consensus:
                            "scale": self.scale},
                 **{k: getattr(self, k).cpu() for k in self._TENSORS}, **{k: getattr(self, k) for k in self._NUMBERS},
                 "boundary": self.boundary_.state_dict()}
+
+    def to(self, device) -> "Consensus":
+        """Score on ``device``: the reference rows, their statistics and the ``LpSVDD`` member move there.
+
+        Parameters
+        ----------
+        device : str or torch.device
+            Where the detector lives from now on.
+
+        Returns
+        -------
+        Consensus
+            This detector.
+        """
+        move_tensors(self, device)
+        self.boundary_.to(device)
+        self.device = torch.device(device)
+        return self
 
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "Consensus":

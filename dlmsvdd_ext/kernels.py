@@ -29,6 +29,7 @@ from scipy.special import ndtri
 from scipy.stats import qmc
 
 from . import ops
+from .placement import move_tensors
 from .kernel_operator import KernelOperator, LowRankKernel, exact_rbf_operator
 from .validation import check_features, check_gamma
 
@@ -171,12 +172,18 @@ class KernelBackend:
         return {"name": self.name, "params": params, "fitted": fitted}
 
     @staticmethod
-    def from_state_dict(state: dict) -> "KernelBackend":
+    def from_state_dict(state: dict, device=None) -> "KernelBackend":
+        """The fitted map a ``state_dict`` describes, its tensors on ``device`` (None: as stored)."""
         params = dict(state["params"])
         backend = make(state["name"], params.pop("gamma"), params.pop("n_components"), params.pop("random_state"),
                        **params)
         vars(backend).update(state["fitted"])
-        return backend
+        return backend if device is None else backend.to(device)
+
+    def to(self, device) -> "KernelBackend":
+        """This backend with every tensor it holds (the map, a training factor) on ``device``."""
+        move_tensors(self, device)
+        return self
 
 
 class ExactKernel(KernelBackend):

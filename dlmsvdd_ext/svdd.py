@@ -13,6 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from . import conformal, explain, kernel_choice, kernels, ops, params, tabular
+from .placement import move_tensors
 from .progress import ProductProgress
 from .dual import DualProblem
 from .solver import diagonal_means, kkt_boundary, recover_boundary, solve
@@ -782,6 +783,26 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             **({} if getattr(self, "encoding_", None) is None else {"encoding": self.encoding_.to_dict()}),
         }
 
+    def to(self, device) -> "LpSVDD":
+        """Score (and refit) on ``device``: the fitted boundary's tensors, its kernel map's and
+        the ``device`` parameter all move there.
+
+        Parameters
+        ----------
+        device : str or torch.device
+            Where the estimator lives from now on.
+
+        Returns
+        -------
+        LpSVDD
+            This estimator.
+        """
+        move_tensors(self, device)
+        if getattr(self, "backend_", None) is not None:
+            self.backend_.to(device)
+        self.device = torch.device(device)
+        return self
+
     @classmethod
     def from_state_dict(cls, state: dict, device=None) -> "LpSVDD":
         """The fitted estimator a ``state_dict`` describes.
@@ -820,7 +841,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             model.backend_ = kernels.make("exact", model.gamma_)
             model.support_vectors_, model.feature_weights_ = state["support_vectors"].to(device), None
         else:
-            model.backend_ = kernels.KernelBackend.from_state_dict(state["backend"])
+            model.backend_ = kernels.KernelBackend.from_state_dict(state["backend"], device=device)
             model.feature_weights_ = state["feature_weights"].to(device)
             model.support_vectors_ = None  # an approximation scores through its map
         return model

@@ -82,8 +82,9 @@ def test_a_non_finite_loss_stops_before_any_step(task):
     with pytest.warns(DivergenceWarning, match=r"epoch 0: the omega-step's features or loss are not finite"):
         model = DLMSVDD(_config(), backbone=backbone).fit(task.train, task.val)
     assert model.best_epoch_ == 0 and len(model.history_[0]["omega_batch_losses"]) == 1
-    after = model.network_.backbone.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before if "num_batches" not in k and "running" not in k)
+    after = model.network_.backbone.state_dict()  # on the model's device (the backbone module moved with it)
+    assert {v.device for v in after.values()} == {model.device}
+    assert all(torch.equal(before[k], after[k].cpu()) for k in before if "num_batches" not in k and "running" not in k)
     assert np.isfinite(model.dissimilarity(task.test)).all()
 
 

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from dlmsvdd_ext.placement import cpu_copy
+
 from .atomic import open_atomic
 
 FORMAT = 1  # the layout of both kinds; a reader refuses a newer one
@@ -51,9 +53,10 @@ def upgraded_config(values: dict) -> dict:
 
 
 def write(path, state: dict, kind: str) -> None:
-    """``state`` with ``format`` and ``kind`` added, atomically at ``path``."""
+    """``state`` with ``format`` and ``kind`` added, atomically at ``path``; every tensor in it is
+    written from the CPU, so that a file written on a GPU loads on any machine."""
     with open_atomic(path, "wb") as f:
-        torch.save({"format": FORMAT, "kind": kind, **state}, f)
+        torch.save(cpu_copy({"format": FORMAT, "kind": kind, **state}), f)
 
 
 def read(path, kind: str) -> dict:

@@ -114,7 +114,7 @@ def build_scorer(model) -> Scorer:
     scorer = Scorer(spec.module(), network, boundary, model.threshold_, spec.expects(),
                     spec.float_range, calibration, getattr(spec, "missing_taken", False),
                     None if consensus is None else input_consensus.PortableCombination(consensus))
-    return scorer.eval().requires_grad_(False)
+    return scorer.cpu().eval().requires_grad_(False)  # an export runs anywhere: built from CPU tensors
 
 
 def metadata(model, input_dtype: str) -> dict:

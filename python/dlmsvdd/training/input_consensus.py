@@ -132,6 +132,22 @@ class InputConsensus:
         own = torch.as_tensor(self.consensus_.fit_scores_[start:start + self.sizes_[part]])
         return self._deep_z(f.double().cpu()) + MEMBER_WEIGHT * own
 
+    def to(self, device) -> "InputConsensus":
+        """Score on ``device`` (the consensus moves there; the deep score's scale is two numbers).
+
+        Parameters
+        ----------
+        device : str or torch.device
+            Where the combination lives from now on.
+
+        Returns
+        -------
+        InputConsensus
+            This combination.
+        """
+        self.consensus_.to(device)
+        return self
+
     def state_dict(self) -> dict:
         """The fitted combination as plain tensors and numbers.
 

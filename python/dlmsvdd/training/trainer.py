@@ -29,7 +29,7 @@ from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import (batches, checkpoints, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
+from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
                parallel, pretrain, selection, self_labels)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
@@ -115,27 +115,7 @@ def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
                      "or more")
 
 
-def resolve_device(name: str) -> torch.device:
-    """"auto": a CUDA GPU when torch sees one, else the CPU; any other name must be on this machine."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            why = "torch sees no CUDA GPU" if torch.backends.cuda.is_built() else "this torch was built without CUDA"
-            raise ValueError(f"device {name!r} asked for, but {why}; use --device cpu (device='cpu')")
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"device {name!r} asked for, but torch sees {count} CUDA GPU(s); "
-                             f"use cuda:0 to cuda:{count - 1} or --device cpu")
-    elif device.type != "cpu" and not _has_backend(device.type):
-        raise ValueError(f"device {name!r} is not available on this machine; use --device cpu")
-    return device
-
-
-def _has_backend(kind: str) -> bool:
-    module = getattr(torch, kind, None)
-    return bool(getattr(module, "is_available", lambda: False)())
+resolve_device = devices.resolve  # the name this module had for it
 
 
 class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
@@ -1187,7 +1167,25 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self._check_fitted("threshold_")
         return export.export(self, path, format=format, input_dtype=input_dtype)
 
-    # ---- checkpoints
+    # ---- devices and checkpoints
+
+    def to(self, device) -> "DLMSVDD":
+        """Move the model whole to ``device``: network and guard, boundary (kernel map and
+        calibration), input consensus (``dlmsvdd.training.devices``).
+
+        Parameters
+        ----------
+        device : str or torch.device
+            "auto", "cpu", "cuda", "cuda:N" (checked: this machine must have it).
+
+        Returns
+        -------
+        DLMSVDD
+            This model, scoring on ``device`` from now on.
+        """
+        self.config.device = str(device)
+        devices.place(self, devices.resolve(str(device)))
+        return self
 
     def save(self, path) -> None:
         """Save the model: weights, boundary, threshold, configuration, history, preprocessing, versions.
@@ -1254,7 +1252,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                              f"{checkpoints.DAMAGED}")
         if device is None:
             try:
-                resolve_device(values["device"])
+                devices.resolve(values["device"])
             except ValueError as err:
                 log.warning("%s; loading %s on the CPU", err, path)
                 values["device"] = "cpu"
@@ -1288,7 +1286,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError(f"{path}: its network does not fit the backbone its configuration builds ({detail}); "
                              f"{checkpoints.DAMAGED}") from None
         try:
-            model.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=model.device)
+            model.svdd_ = LpSVDD.from_state_dict(state["boundary"])
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"{path}: its boundary is not a complete LpSVDD state ({type(err).__name__}: {err}); "
                              f"{checkpoints.DAMAGED}") from None
@@ -1297,13 +1295,14 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.reference_ = state.get("reference")  # explain's baselines; absent from files written before it
         consensus = state.get("input_consensus")  # absent from files written before it
         model.input_consensus_ = None if consensus is None else input_consensus.InputConsensus.from_state_dict(
-            consensus, device=model.device)
+            consensus)
         model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
         model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
         scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
         if scores is not None:
             model.decision_scores_ = checkpoints.flat_scores(scores, "decision_scores", path)
             model.labels_ = (metrics.predict(model.decision_scores_, model.threshold_) < 0).astype(int)
+        devices.place(model, model.device)  # the parts read on the CPU, moved whole
         model._check_parts_fit(path)
         return model
 
