@@ -40,6 +40,7 @@ from ..data.sources import DATASETS
 from .checkpoints import RENAMED_FIELDS, RUN_ONLY
 from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE,
                      SMALL_CNN_WIDTH, small_cnn_parameters)
+from .precision import PRECISIONS
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
@@ -262,6 +263,15 @@ class TrainConfig:
     on_divergence : str
         Non-finite or collapsed training: "rollback" (keep the best epoch
         before it, with a warning) or "error".
+    precision : str
+        The omega-step's arithmetic on a GPU: "tf32" (float32 tensors,
+        convolutions and products on TF32 tensor cores), "float32" (IEEE) or
+        "bf16" (the network under bfloat16 autocast). Scores, the features the
+        boundary is fitted on, validation and exports are IEEE float32 whatever
+        it says (``dlmsvdd.training.precision``).
+    channels_last : bool
+        Train on images in channels-last (NHWC) memory order, which tensor-core
+        convolutions prefer.
     seed : int
         The seed of every random draw, 0 to 2^32 - 1.
     device : str
@@ -347,6 +357,10 @@ class TrainConfig:
     selection: str = "auroc"  # validation metric for the best epoch
     selection_rule: str | None = None  # "best" or "latest" (training.selection); None: the recipe's
     on_divergence: str = "rollback"  # non-finite or collapsed: "rollback" to the best epoch (a warning), or "error"
+    # the omega-step's arithmetic on a GPU (training.precision): "tf32", "float32" or "bf16" autocast; every
+    # score, feature and export is IEEE float32 whatever this says
+    precision: str = "tf32"
+    channels_last: bool = False  # images in NHWC memory order during training (faster convolutions on tensor cores)
     # the run
     seed: int = 0
     device: str = "auto"
@@ -691,6 +705,7 @@ _RANGES = {
     "pretrain": [StrOptions(set(PRETRAINS))],
     "pretrain_steps": [_at_least(Integral, 0)],
     "on_divergence": [StrOptions(set(DIVERGENCE))],
+    "precision": [StrOptions(set(PRECISIONS))],
     "seed": [_Seed()],
     "device": [_DeviceName()],
     "num_workers": [_at_least(Integral, 0)],

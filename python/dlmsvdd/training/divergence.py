@@ -12,6 +12,8 @@ features are already broken, it raises ``TrainingDiverged`` (a ValueError).
 
 from __future__ import annotations
 
+from collections import deque
+
 import torch
 import torch.distributed as dist
 
@@ -53,3 +55,45 @@ def feature_problem(feats: torch.Tensor, gamma: float | None, group=None) -> str
         return (f"the training features collapsed (all lie within {float(spread) ** 0.5:.3g} of their mean, "
                 f"gamma {scale:.3g}), so every sample gets the same score")
     return None
+
+
+class FiniteChecks:
+    """Whether each omega-step batch's features and loss were finite, read without stalling the device.
+
+    On a CPU each batch is checked as it comes; under torchrun too (every rank must stop at
+    the same batch: an all-reduce). On a GPU a batch's flag is copied to pinned host memory
+    behind the batch's work and read once the device has got there (``torch.cuda.Event``),
+    so that Python keeps queueing batches instead of waiting for each one (issue 47); the
+    flags still pending are read at the end of the epoch (``first_bad(wait=True)``).
+    """
+
+    def __init__(self, device: torch.device, group=None):
+        self.device, self.group = device, group
+        self.count, self.pending = 0, deque()
+
+    def add(self, *tensors: torch.Tensor) -> int | None:
+        """Check a batch's tensors; the index of the first batch found not finite so far, or None."""
+        index, self.count = self.count, self.count + 1
+        finite = torch.stack([torch.isfinite(x.detach()).all() for x in tensors]).all()
+        if self.group is not None:
+            flag = finite.to(torch.float32)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+            return None if bool(flag) else index
+        if self.device.type != "cuda":
+            return None if bool(finite) else index
+        host = torch.empty((), dtype=torch.bool, pin_memory=True)
+        host.copy_(finite, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record()
+        self.pending.append((index, host, event))
+        return self.first_bad(wait=False)
+
+    def first_bad(self, wait: bool) -> int | None:
+        """The first batch read as not finite among those whose flags arrived (all of them with ``wait``)."""
+        while self.pending and (wait or self.pending[0][2].query()):
+            index, host, event = self.pending.popleft()
+            event.synchronize()
+            if not bool(host):
+                self.pending.clear()
+                return index
+        return None

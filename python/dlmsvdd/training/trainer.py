@@ -30,7 +30,7 @@ from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
 from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
-               parallel, pretrain, selection, self_labels)
+               parallel, precision, pretrain, resident, selection, self_labels)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -281,16 +281,39 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def _features(self, data: Dataset) -> tuple[torch.Tensor, np.ndarray]:
         """phi of every sample of this process's shard (all of them when alone), in
         eval mode (no augmentation), and the targets."""
-        if self.group_ is not None:
-            data = self.group_.shard(data)
+        size = batches.eval_batch_size(self.config.batch_size, len(self.input_shape_) == 1)
+        rows = resident.held(getattr(self, "_holding", {}), data) if self.group_ is None else None
+        if rows is not None:  # held on the device for the fit
+            source = rows.in_order(size)
+        else:
+            if self.group_ is not None:
+                data = self.group_.shard(data)
+            source = ((x.to(self.device, non_blocking=True), t) for x, t in self._loader(data, False, batch_size=size))
         self.network_.eval()
         feats, targets = [], []
-        with torch.no_grad():
-            for x, t in self._loader(data, shuffle=False, batch_size=batches.eval_batch_size(
-                    self.config.batch_size, len(self.input_shape_) == 1)):
-                feats.append(self.network_(x.to(self.device)))
+        with torch.no_grad(), precision.scoring():
+            for x, t in source:
+                feats.append(self.network_(self._memory_format(x)))
                 targets.append(torch.as_tensor(t))
-        return torch.cat(feats), torch.cat(targets).numpy()
+        return torch.cat(feats), torch.cat(targets).cpu().numpy()
+
+    def _memory_format(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch of images in the network's memory format (``channels_last`` when asked for)."""
+        return x.contiguous(memory_format=torch.channels_last) if self.config.channels_last and x.dim() == 4 else x
+
+    def _hold(self, train: Dataset, val: Dataset | None) -> None:
+        """The fit's rows kept on the device when they fit there (``dlmsvdd.training.resident``):
+        the training rows when their augmentation (if any) is a batch transform, the validation rows."""
+        self._holding = {}
+        if self.group_ is not None:
+            return
+        holdable, augment = resident.augmentation_of(train)
+        size = batches.eval_batch_size(self.config.batch_size, len(self.input_shape_) == 1)
+        for data, wanted in ((train, holdable), (val, val is not None)):
+            rows = resident.ResidentRows.hold(data, self.device, size, augment if data is train else None) \
+                if wanted else None
+            if rows is not None:
+                self._holding[id(data)] = rows
 
     def _alpha_step(self, feats: torch.Tensor, targets: np.ndarray, restart: bool = False) -> LpSVDD:
         """Steps 2 and 3: the kernel backend on the features and the dual solved
@@ -369,35 +392,53 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
         return losses
 
-    def _omega_step(self, loader: DataLoader, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
-        """Step 4: the batch losses, and what broke if a batch's features or loss
-        were not finite (no step is taken on it; the fit then stops)."""
+    def _omega_batches(self, rows: Dataset, epoch: int):
+        """The epoch's shuffled mini-batches on the device, and how many: drawn from the held inputs
+        (``resident``), else from a data loader of the augmented view."""
+        held = resident.held(self._holding, rows) if self.group_ is None else None
+        if held is not None:
+            size, drop_last = self.config.batch_size, len(held) > self.config.batch_size
+            count = len(held) // size if drop_last else -(-len(held) // size)
+            return held.shuffled(size, self.config.seed + epoch, drop_last), count
+        loader = self._omega_loader(self._augmented(rows), epoch)
+        return ((x.to(self.device, non_blocking=True), t.to(self.device, non_blocking=True)) for x, t in loader), \
+            len(loader)
+
+    def _omega_step(self, batches_: tuple, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
+        """Step 4: the batch losses, and what broke if a batch's features or loss were not finite
+        (the fit then stops, keeping the best epoch before it). The check does not wait for the
+        device (``divergence.FiniteChecks``): on a GPU a non-finite batch is found a few batches
+        later, and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
-        losses = []
-        for x, t in tqdm(loader, desc="omega-step", leave=False, disable=not bar_level):
-            z = network(x.to(self.device))
-            f = svdd.torch_dissimilarity(z)
-            loss = margin_violation_loss(f, t.to(self.device), svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
-            losses.append(float(loss.detach()))
-            if not self._finite(z, loss):
-                return losses, (f"the omega-step's features or loss are not finite "
-                                f"(batch {len(losses)}, loss {losses[-1]:.4g})")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
-            optimizer.step()
+        losses, checks = [], divergence.FiniteChecks(self.device, self.group_)
+        batch_iter, count = batches_
+        bad = None
+        for x, t in tqdm(batch_iter, total=count, desc="omega-step", leave=False, disable=not bar_level):
+            with precision.omega_step(cfg.precision, self.device):
+                with precision.network_autocast(cfg.precision, self.device):
+                    z = network(self._memory_format(x))
+                z = z.float()  # the boundary computes in float32 (bf16 autocast ends with the network)
+                f = svdd.torch_dissimilarity(z)
+                loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
+                losses.append(loss.detach())
+                bad = checks.add(z, loss)
+                if bad is not None:
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
+                optimizer.step()
+        bad = checks.first_bad(wait=True) if bad is None else bad
+        values = torch.stack(losses).cpu().tolist() if losses else []
+        if bad is not None:
+            values = values[:bad + 1]
+            return values, (f"the omega-step's features or loss are not finite "
+                            f"(batch {bad + 1}, loss {values[-1]:.4g})")
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
-        return losses, None
-
-    def _finite(self, *tensors: torch.Tensor) -> bool:
-        """Whether the tensors are finite on every process (all stop together)."""
-        finite = torch.stack([torch.isfinite(x.detach()).all() for x in tensors]).all().to(torch.float32)
-        if self.group_ is not None:
-            torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN)
-        return bool(finite)
+        return values, None
 
     # ---- training
 
@@ -461,7 +502,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
             images, train, val = None, X, y
-        self._fit(train, val, callback, checkpoint, resume)
+        with precision.scoring():  # the omega-step alone runs at config.precision
+            self._fit(train, val, callback, checkpoint, resume)
         self.decision_scores_ = self._fit_rows_scores(train, val, images is not None)
         self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
         return self
@@ -509,6 +551,19 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
         optimizer = self._start(train, val)
+        try:
+            self._hold(train, val)
+            self._epochs(train, val, optimizer, callback, checkpoint, resume, untrained)
+        finally:
+            self._holding = {}  # the held rows are the fit's alone
+            if cfg.channels_last:
+                self.network_.to(memory_format=torch.contiguous_format)
+
+    def _epochs(self, train: Dataset, val: Dataset | None, optimizer, callback, checkpoint, resume: bool,
+                untrained: bool) -> None:
+        """The epochs (none when ``untrained``), the best one's weights, the final boundary and
+        threshold (``_refit``)."""
+        cfg = self.config
         if cfg.kernel == "exact":  # up front: the final boundary is fitted on every training row
             kernel_choice.warn_if_slow(len(train), self._feature_width(train), torch.float32, self.device,
                                        stacklevel=4)
@@ -537,7 +592,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                    lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
-                batch_losses, problem = self._omega_step(self._omega_loader(self._augmented(rows), epoch), optimizer,
+                batch_losses, problem = self._omega_step(self._omega_batches(rows, epoch), optimizer,
                                                          cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
@@ -585,6 +640,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                                            for x, _ in self._loader(data, False)))
         if cfg.frozen:
             self.network_.requires_grad_(False)
+        elif cfg.channels_last and example.dim() == 3:  # NHWC convolutions (tensor cores; fit ends in NCHW)
+            self.network_.to(memory_format=torch.channels_last)
         self.ddp_ = None
         if self.group_ is not None and not cfg.frozen:
             self.ddp_ = DistributedDataParallel(self.network_, device_ids=None if self.device.type == "cpu"
@@ -795,10 +852,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         self._check_fitted()
         data = self._dataset(data)
-        f, targets = self._gathered_scores(*self._features(data), len(data))
-        if getattr(self, "input_consensus_", None) is not None:
-            with torch.no_grad():
-                f = self.input_consensus_.combine(torch.as_tensor(f), self._inputs(data)).cpu().numpy()
+        with precision.scoring():
+            f, targets = self._gathered_scores(*self._features(data), len(data))
+            if getattr(self, "input_consensus_", None) is not None:
+                with torch.no_grad():
+                    f = self.input_consensus_.combine(torch.as_tensor(f), self._inputs(data)).cpu().numpy()
         return f, targets
 
     def _dataset(self, data) -> Dataset:
@@ -977,7 +1035,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         numpy.ndarray
             Attributions of X's shape (a table's: one per column).
         """
-        return explain.explain(self, X, reference=reference, method=method, steps=steps)
+        with precision.scoring():
+            return explain.explain(self, X, reference=reference, method=method, steps=steps)
 
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 

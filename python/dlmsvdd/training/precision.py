@@ -1,0 +1,74 @@
+"""Float precision on a GPU: what the model keeps or reports is computed in IEEE float32,
+the omega-step's gradient steps at the configured precision.
+
+Why: on NVIDIA GPUs since Ampere, torch lets cuDNN convolutions (and, when asked, cuBLAS
+products) use TF32 tensor cores, which keep 10 bits of mantissa. Scores of a GPU model then
+differed from its CPU export by up to 5e-4 relative (issue 47). So every pass whose numbers
+are kept or compared (the features the boundary is fitted on, validation, scores, ``explain``)
+runs under ``scoring()``: TF32 off, the float32 of the CPU up to summation order. The
+omega-step's steps only move the weights, and run at ``TrainConfig.precision``:
+
+* ``"tf32"`` (default): float32 tensors, convolutions and products on TF32 tensor cores
+  (torch's own default for convolutions);
+* ``"float32"``: IEEE float32 throughout (slower on a GPU; the same on a CPU);
+* ``"bf16"``: the network under bfloat16 autocast (``torch.autocast``), its features cast
+  back to float32 before the boundary, which always computes in float32.
+
+On a CPU the TF32 flags change nothing; bf16 autocast runs there too (slowly).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+
+import torch
+
+PRECISIONS = ("tf32", "float32", "bf16")
+
+
+def _new_api() -> bool:
+    """torch >= 2.9 sets TF32 per backend with ``fp32_precision``; mixing it with the legacy
+    ``allow_tf32`` flags makes torch refuse to read them, so one API is used throughout."""
+    return hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(torch.backends.cudnn, "conv")
+
+
+@contextmanager
+def float32_products(mode: str):
+    """cuBLAS products and cuDNN convolutions on float32 tensors in ``mode``: "ieee" or "tf32"."""
+    if _new_api():
+        flags = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
+        saved = [flag.fp32_precision for flag in flags]
+        for flag in flags:
+            flag.fp32_precision = mode
+        try:
+            yield
+        finally:
+            for flag, value in zip(flags, saved):
+                flag.fp32_precision = value
+    else:
+        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def scoring():
+    """IEEE float32: for every number the model keeps, reports or exports."""
+    return float32_products("ieee")
+
+
+@contextmanager
+def omega_step(precision: str, device: torch.device):
+    """The network's forward and backward passes of a gradient step at ``precision`` (see the
+    module docstring); the boundary's score is computed outside ``network_autocast``."""
+    with float32_products("ieee" if precision == "float32" else "tf32"):
+        yield
+
+
+def network_autocast(precision: str, device: torch.device):
+    """bfloat16 autocast for the network's forward pass under ``"bf16"``, else nothing."""
+    if precision != "bf16":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
