@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from dlmsvdd import TrainConfig
 from dlmsvdd.experiments import runs as run
@@ -57,9 +58,10 @@ def test_joint_training_on_two_processes_loads_in_one(tmp_path):
 def test_frozen_run_on_two_processes_equals_the_single_process_run(tmp_path):
     """No omega-step: the sharded feature pass, bandwidth, alpha-step and
     scores must reproduce one process's (same solver) to rounding."""
-    torchrun(tmp_path, "--frozen", "--kernel", "rff", "--n-components", "128", "--solver", "pairwise", "--output", "run")
+    torchrun(tmp_path, "--frozen", "--kernel", "rff", "--n-components", "128", "--solver", "pairwise", "--output", "run",
+             "--device", "cpu")
     saved = np.loadtxt(tmp_path / "run" / "test_scores.csv", delimiter=",", skiprows=1)
-    cfg = config(frozen=True, kernel="rff", n_components=128, solver="pairwise")
+    cfg = config(frozen=True, kernel="rff", n_components=128, solver="pairwise", device="cpu")
     task = run.build_task(cfg)
     single = DLMSVDD(cfg).fit(task.train, task.val)
     f_test, t_test = single.scores(task.test)
@@ -69,6 +71,26 @@ def test_frozen_run_on_two_processes_equals_the_single_process_run(tmp_path):
     assert sharded.svdd_.b_normal_ == pytest.approx(single.svdd_.b_normal_, rel=1e-6)
     assert sharded.svdd_.b_anomaly_ == pytest.approx(single.svdd_.b_anomaly_, rel=1e-6)
     assert sharded.svdd_.objective_ == pytest.approx(single.svdd_.objective_, rel=1e-6)
+
+
+def test_more_processes_than_gpus_train_on_the_cpu_or_stop_with_what_to_run():
+    """NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): "auto" falls back to the
+    CPU (gloo), a GPU asked for by name stops before training."""
+    from dlmsvdd.training.parallel import process_device
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert process_device(cuda, auto=True, local_processes=2, gpus=2) == cuda  # one GPU each
+    assert process_device(cuda, auto=True, local_processes=2, gpus=1) == cpu
+    assert process_device(cpu, auto=False, local_processes=4, gpus=0) == cpu
+    assert process_device(torch.device("cuda", 0), auto=False, local_processes=2, gpus=1).index == 0  # as asked
+    with pytest.raises(ValueError, match=r"--nproc-per-node 1, or --device cpu"):
+        process_device(cuda, auto=False, local_processes=2, gpus=1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() >= 2, reason="needs exactly one GPU")
+def test_two_processes_on_one_gpu_train_on_the_cpu(tmp_path):
+    torchrun(tmp_path, "--epochs", "1", "--output", "run")  # device auto
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["device"] == "cpu"
 
 
 def test_every_train_option_has_a_spelling_torchrun_passes_on():

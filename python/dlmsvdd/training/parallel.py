@@ -69,15 +69,36 @@ def any_true(value: bool, group: Group | None, device: torch.device | str = "cpu
     return bool(flag.item())
 
 
-def join(device: torch.device) -> tuple[Group | None, torch.device]:
+def process_device(device: torch.device, auto: bool, local_processes: int, gpus: int) -> torch.device:
+    """The device of one of ``local_processes`` processes on this machine, which has ``gpus`` GPUs.
+
+    Each process takes its own GPU (NCCL refuses two ranks on one). With fewer GPUs than
+    processes, ``device="auto"`` trains on the CPU (gloo) and says so; a GPU asked for by
+    name stops here, before any training, with what to run instead.
+    """
+    if device.type != "cuda" or device.index is not None or local_processes <= gpus:
+        return device
+    if auto:
+        log.warning("%d processes on this machine and %d GPU(s): training on the CPU (gloo); run torchrun "
+                    "--nproc-per-node %d to train on the GPU(s)", local_processes, gpus, gpus)
+        return torch.device("cpu")
+    raise ValueError(f"torchrun started {local_processes} processes on this machine, which has {gpus} GPU(s), and "
+                     f"each process needs a GPU of its own (NCCL): run torchrun --nproc-per-node {gpus}, or "
+                     "--device cpu to train the processes on the CPU (gloo)")
+
+
+def join(device: torch.device, auto: bool = False) -> tuple[Group | None, torch.device]:
     """The process group this process belongs to (joined here when torchrun's
-    environment names one and nobody has yet), and the device it should use.
-    None when running alone."""
+    environment names one and nobody has yet), and the device it should use
+    (``process_device``; ``auto``: the device was "auto"). None when running alone."""
     if not dist.is_available():
         return None, device
     if not dist.is_initialized():
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
             return None, device
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        device = process_device(device, auto, local, torch.cuda.device_count() if device.type == "cuda" else 0)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
         log.info("joined the process group: rank %d of %d (%s)", dist.get_rank(), dist.get_world_size(),
                  dist.get_backend())

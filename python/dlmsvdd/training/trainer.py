@@ -211,7 +211,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             backbone = getattr(self, "custom_backbone", None)
         self.config = config.validate()
         self.custom_backbone = backbone
-        self.group_, self.device = parallel.join(resolve_device(config.device))
+        self.group_, self.device = parallel.join(resolve_device(config.device), auto=config.device == "auto")
 
     def get_params(self, deep: bool = True) -> dict:
         """The configuration's fields, as scikit-learn's estimators give their parameters.
