@@ -23,7 +23,7 @@ from typing import Union
 import numpy as np
 import torch
 
-from . import _C
+from . import _C, rbf_gemm
 from .validation import all_finite, check_gamma, overflowing_rows
 
 Array = Union[torch.Tensor, np.ndarray]
@@ -189,12 +189,26 @@ def _prepare(X: Array, Y: Array | None) -> tuple[Array, bool]:
     return Y, _same_array(X, Y)
 
 
-def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulation: bool = False) -> Array:
+def _gpu_products(X: Array, cuda_emulation: bool) -> bool:
+    """Whether the RBF products run as cuBLAS's product and the CUDA epilogue (``rbf_gemm``):
+    on CUDA tensors, and under the emulation (where the same tiles run on the CPU)."""
+    return cuda_emulation or (isinstance(X, torch.Tensor) and X.device.type == "cuda")
+
+
+def _as_torch(*arrays):
+    """numpy arrays as torch tensors sharing their memory (the emulated GPU path takes torch)."""
+    return [a if a is None or isinstance(a, torch.Tensor) else torch.from_numpy(a) for a in arrays]
+
+
+def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, products: str = "float32",
+               cuda_emulation: bool = False) -> Array:
     """``K(X, Y) @ V`` with ``K_ij = exp(-gamma ||x_i - y_j||^2)``, never holding an N x N block.
 
-    Fused: register-blocked dot products, ``exp`` and the product with ``V`` in
-    one pass. A column of ``V`` holding a NaN or an infinity gives NaN in
-    every output of that column.
+    On the CPU fused: register-blocked dot products, ``exp`` and the product
+    with ``V`` in one pass. On CUDA tensors a tile at a time: cuBLAS's product
+    of X and Y, then the package's epilogue (``dlmsvdd_ext.rbf_gemm``). A
+    column of ``V`` holding a NaN or an infinity gives NaN in every output of
+    that column.
 
     Parameters
     ----------
@@ -206,6 +220,11 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
         (n_y,) or (n_y, k).
     gamma : float
         The RBF bandwidth.
+    products : str
+        The dot products' arithmetic on CUDA tensors: "float32" (IEEE, cuBLAS's
+        SGEMM or DGEMM) or "3xtf32" (TF32 tensor cores with error compensation,
+        float32 inputs; ``dlmsvdd_ext.rbf_gemm``). The CPU computes in IEEE
+        arithmetic whatever it says.
     cuda_emulation : bool
         Run the CUDA kernels' code on the CPU (slow; for testing the GPU
         logic on machines without a GPU).
@@ -220,7 +239,12 @@ def rbf_matvec(X: Array, Y: Array | None, V: Array, gamma: float, *, cuda_emulat
     gamma = _gamma_for(gamma, X)
     shape = (X.shape[0],) + tuple(V.shape[1:]) if V.ndim >= 1 else (X.shape[0],)
     out = _empty(X, shape)
-    _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation))
+    gpu = _gpu_products(X, cuda_emulation)
+    _C.rbf_matvec(X, Y, V, out, float(gamma), symmetric, _stream(X), bool(cuda_emulation), gpu)
+    if gpu:
+        Xt, Yt, Vt, out_t = _as_torch(X, Y, V, out)
+        rbf_gemm.check_products(products, Xt.dtype)
+        rbf_gemm.matvec(Xt, Yt, Vt, out_t, gamma, symmetric, products, bool(cuda_emulation))
     _nan_columns_of_nonfinite(V, out)
     return out
 
@@ -237,7 +261,8 @@ def _nan_columns_of_nonfinite(V: Array, out: Array) -> None:
         out[..., bad] = np.nan
 
 
-def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emulation: bool = False) -> Array:
+def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, products: str = "float32",
+             cuda_emulation: bool = False) -> Array:
     """The materialised kernel matrix ``K(X, Y)`` (n_x, n_y), in the dtype of ``X``.
 
     Parameters
@@ -248,6 +273,8 @@ def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emula
         (n_y, d); None (or ``X`` itself): only the upper triangle is computed and mirrored.
     gamma : float
         The RBF bandwidth.
+    products : str
+        The dot products' arithmetic on CUDA tensors, as in ``rbf_matvec``.
     cuda_emulation : bool
         Run the CUDA kernels' code on the CPU (slow; for tests).
 
@@ -256,7 +283,7 @@ def rbf_gram(X: Array, Y: Array | None = None, gamma: float = 1.0, *, cuda_emula
     numpy.ndarray or torch.Tensor
         K (n_x, n_y), the same kind of array as ``X``.
     """
-    return _gram(X, Y, gamma, distances_only=False, cuda_emulation=cuda_emulation)
+    return _gram(X, Y, gamma, distances_only=False, cuda_emulation=cuda_emulation, products=products)
 
 
 def rbf_columns(X: Array, Y: Array, gamma: float, *, cuda_emulation: bool = False) -> Array:
@@ -305,13 +332,18 @@ def sq_distances(X: Array, Y: Array | None = None, *, cuda_emulation: bool = Fal
     return _gram(X, Y, 1.0, distances_only=True, cuda_emulation=cuda_emulation)
 
 
-def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool) -> Array:
+def _gram(X, Y, gamma, *, distances_only: bool, cuda_emulation: bool, products: str = "float32") -> Array:
     Y, symmetric = _prepare(X, Y)
     if X.ndim != 2 or Y.ndim != 2:
         raise ValueError(f"X and Y must be 2-D (n, d), got {X.ndim}-D and {Y.ndim}-D")
     gamma = 1.0 if distances_only else _gamma_for(gamma, X)
     out = _empty(X, (X.shape[0], Y.shape[0]))
-    _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation))
+    gpu = _gpu_products(X, cuda_emulation)
+    _C.rbf_gram(X, Y, out, float(gamma), symmetric, distances_only, _stream(X), bool(cuda_emulation), gpu)
+    if gpu:
+        Xt, Yt, out_t = _as_torch(X, Y, out)
+        rbf_gemm.check_products(products, Xt.dtype)
+        rbf_gemm.gram(Xt, Yt, out_t, gamma, symmetric, distances_only, products, bool(cuda_emulation))
     return out
 
 

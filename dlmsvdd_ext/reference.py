@@ -13,7 +13,7 @@ BLOCK = 1024
 def rbf_matvec(X, Y, v, gamma):
     """K(X, Y) @ v in row blocks of 1024: mm for the cross term, norms, exp, mv."""
     y_norm = (Y * Y).sum(1)
-    out = torch.empty(X.shape[0], dtype=X.dtype)
+    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
     for i in range(0, X.shape[0], BLOCK):
         xb = X[i:i + BLOCK]
         sq = (xb * xb).sum(1)[:, None] + y_norm[None, :] - 2.0 * (xb @ Y.T)

@@ -76,7 +76,7 @@ def test_precision_options_train(task, options):
 
 
 def test_scoring_turns_tf32_off_and_restores_the_flags():
-    if not precision._new_api():
+    if not precision.new_api():
         pytest.skip("torch before 2.9: legacy allow_tf32 flags")
     flags = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
     before = [f.fp32_precision for f in flags]

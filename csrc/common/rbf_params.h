@@ -39,3 +39,35 @@ struct GramArgs {
 };
 
 }  // namespace dlmsvdd
+
+namespace dlmsvdd {
+
+// A tile of dot products x_i . y_j (from a matrix product, cuBLAS on the GPU) and the squared
+// norms of its rows and columns: what the GPU's RBF epilogues turn into kernel values.
+// Row-major, unit column stride; the norms go through finite_or_nan in the kernels.
+template <typename T>
+struct RbfDots {
+  T* dots = nullptr;  // (rows, cols); overwritten in place by rbf_dots_to_kernel
+  int64_t ldd = 0;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const T* x_norm = nullptr;  // (rows,)
+  const T* y_norm = nullptr;  // (cols,)
+  T gamma = 0;
+  bool distances_only = false;  // squared distances instead of kernel values
+};
+
+// acc (rows, k) (+)= K_tile @ V_tile for k <= kRbfDotsMaxColumns columns of V (cols, k), in double.
+inline constexpr int kRbfDotsMaxColumns = 8;
+
+template <typename T>
+struct RbfDotsMatvec {
+  const T* v = nullptr;
+  int64_t ldv = 0;
+  int64_t k = 0;
+  double* acc = nullptr;
+  int64_t lda = 0;
+  bool accumulate = false;  // add to acc (the tiles of a row after the first) instead of overwriting it
+};
+
+}  // namespace dlmsvdd

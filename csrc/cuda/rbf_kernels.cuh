@@ -1,15 +1,15 @@
-// CUDA kernels for K(X, Y) @ V and Gram matrices of the RBF kernel, written once
-// for nvcc (cuda/rbf_cuda.cu) and for the CPU emulation (emu/rbf_emulated.cpp),
-// which is how their logic is tested without a GPU. Keep them to what
-// emu/cuda_emulation.h can run.
+// The fused CUDA kernel for Gram matrices of the RBF kernel computed on the device
+// by the package's own loops (the Frank-Wolfe column cache, RPCholesky's blocks), written
+// once for nvcc (cuda/rbf_cuda.cu) and for the CPU emulation (emu/rbf_emulated.cpp),
+// which is how its logic is tested without a GPU. Keep it to what
+// emu/cuda_emulation.h can run. The public products on CUDA tensors (ops.rbf_matvec,
+// ops.rbf_gram) are cuBLAS's products and the epilogues of cuda/rbf_epilogue_kernels.cuh.
 //
-// Both kernels walk 64 x 64 tiles of K in a grid-stride loop. A block of
+// The kernel walks 64 x 64 tiles of K in a grid-stride loop. A block of
 // 16 x 16 threads owns a tile, thread (tx, ty) holding rows ty + 16a and columns
 // tx + 16b (a, b < 4) in registers. With that strided ownership a warp's
-// shared-memory reads are conflict free or broadcasts, its global stores are
-// contiguous per half-warp, and the 16 threads holding a row of the tile are the
-// lanes of one half-warp, so row sums are warp shuffles. No tile ever goes to
-// global memory, and nothing but the inputs and `out` is touched: there is no
+// shared-memory reads are conflict free or broadcasts and its global stores are
+// contiguous per half-warp. Nothing but the inputs and `out` is touched: there is no
 // workspace (all device memory comes from torch's allocator).
 #pragma once
 #include <cstdint>
@@ -25,7 +25,6 @@ inline constexpr int TX = 16, TY = 16, THREADS = TX * TY;  // threads of a block
 inline constexpr int R = 4;                                 // a thread's sub-tile is R x R
 inline constexpr int TILE = TX * R;                         // a block's tile is TILE x TILE
 inline constexpr int BK = 16;  // features per shared-memory chunk of the dot products
-inline constexpr int KC = 8;   // columns of V per shared-memory chunk
 static_assert(TX == TY, "square tiles: a mirrored tile is transposed in place");
 static_assert(TX == 16, "a row of the tile is spread over the lanes of one half-warp");
 static_assert(BK == 16, "kPad below assumes 16-thread runs down a column, as TX");
@@ -53,7 +52,6 @@ struct TileShared {
   union {
     Chunk chunk;
     T staged[TILE][TILE + kPad<T>];  // a tile being transposed
-    T v[TILE][KC + 1];               // rows of V; the odd pitch keeps column reads conflict free
   };
   T x_norm[TILE], y_norm[TILE];
 };
@@ -171,43 +169,6 @@ __device__ void transpose_tile(T (&tile)[R][R], TileShared<T>& s) {
     for (int b = 0; b < R; ++b) tile[a][b] = s.staged[ty + TY * a][tx + TX * b];
 }
 
-// out[i0 + r][:] += sum_j tile[r][j] v[j0 + j][:]. Rows of out from n_out on are
-// skipped; rows of V from n_v on count as zero, which also cancels the garbage
-// columns of the tile.
-template <typename T>
-__device__ void add_tile_times_v(const MatvecArgs<T>& m, const T (&tile)[R][R], int64_t i0, int64_t n_out,
-                                 int64_t j0, int64_t n_v, TileShared<T>& s) {
-  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
-  for (int64_t c0 = 0; c0 < m.k; c0 += KC) {
-    const int kc = m.k - c0 < KC ? int(m.k - c0) : KC;
-    __syncthreads();
-    for (int e = tid; e < TILE * KC; e += THREADS) {
-      const int j = e / KC, c = e % KC;
-      s.v[j][c] = j0 + j < n_v && c < kc ? m.v[(j0 + j) * m.ldv + c0 + c] : T(0);
-    }
-    __syncthreads();
-    for (int c = 0; c < kc; ++c) {
-      T part[R];
-      DLMSVDD_UNROLL
-      for (int a = 0; a < R; ++a) {
-        part[a] = T(0);
-        DLMSVDD_UNROLL
-        for (int b = 0; b < R; ++b) part[a] += tile[a][b] * s.v[tx + TX * b][c];
-      }
-      // Sum over the half-warp's lanes tx = 0..15, which hold the tile's columns.
-      DLMSVDD_UNROLL
-      for (int lanes = TX / 2; lanes > 0; lanes /= 2)
-        DLMSVDD_UNROLL
-        for (int a = 0; a < R; ++a) part[a] += __shfl_xor_sync(0xffffffffu, part[a], lanes);
-      DLMSVDD_UNROLL
-      for (int a = 0; a < R; ++a) {
-        const int64_t i = i0 + ty + TY * a;
-        if (tx == a && i < n_out) atomicAdd(&m.out[i * m.ldo + c0 + c], part[a]);
-      }
-    }
-  }
-}
-
 // out[i0 + r][j0 + c] = tile[r][c] within n_rows x n_cols.
 template <typename T>
 __device__ void store_tile(const GramArgs<T>& g, const T (&tile)[R][R], int64_t i0, int64_t n_rows, int64_t j0,
@@ -226,21 +187,6 @@ __device__ void store_tile(const GramArgs<T>& g, const T (&tile)[R][R], int64_t 
 }
 
 template <typename T>
-__global__ void __launch_bounds__(THREADS, kMinBlocksPerSm<T>) rbf_matvec_kernel(RbfProblem<T> p, MatvecArgs<T> m, TileGrid tiles) {
-  __shared__ TileShared<T> s;
-  for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
-    const TileCoords c = tiles[t];
-    T tile[R][R];
-    kernel_tile(p, c.i0, c.j0, false, s, tile);
-    add_tile_times_v(m, tile, c.i0, p.nx, c.j0, p.ny, s);
-    if (c.mirrored) {
-      transpose_tile(tile, s);
-      add_tile_times_v(m, tile, c.j0, p.ny, c.i0, p.nx, s);
-    }
-  }
-}
-
-template <typename T>
 __global__ void __launch_bounds__(THREADS, kMinBlocksPerSm<T>) rbf_gram_kernel(RbfProblem<T> p, GramArgs<T> g, TileGrid tiles) {
   __shared__ TileShared<T> s;
   for (int64_t t = blockIdx.x; t < tiles.count(); t += gridDim.x) {
@@ -253,26 +199,6 @@ __global__ void __launch_bounds__(THREADS, kMinBlocksPerSm<T>) rbf_gram_kernel(R
       store_tile(g, tile, c.j0, p.ny, c.i0, p.nx);
     }
   }
-}
-
-// out[i][c] = 0 for i < rows, c < cols.
-template <typename T>
-__global__ void fill_zero_kernel(T* out, int64_t ldo, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols, stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride)
-    out[e / cols * ldo + e % cols] = T(0);
-}
-
-// out = K(X, Y) @ V, queued on `stream`.
-template <typename T>
-void launch_rbf_matvec(const RbfProblem<T>& p, const MatvecArgs<T>& m, Stream stream) {
-  if (p.nx <= 0 || m.k <= 0) return;
-  // The tiles add into out with atomics, so it starts at zero.
-  launch(fill_zero_kernel<T>, dim3(grid_blocks(p.nx * m.k, THREADS)), dim3(THREADS), 0, stream, m.out, m.ldo,
-         p.nx, m.k);
-  if (p.ny <= 0) return;
-  const TileGrid tiles = tile_grid(p);
-  launch(rbf_matvec_kernel<T>, dim3(grid_blocks(tiles.count(), 1)), dim3(TX, TY), 0, stream, p, m, tiles);
 }
 
 // out = K(X, Y), or the squared distances, queued on `stream`.

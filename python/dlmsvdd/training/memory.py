@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import os
 import sys
 from contextlib import contextmanager
@@ -76,6 +78,9 @@ def _cpu_peak(probe: PeakMemory):
 
 @contextmanager
 def _cuda_peak(probe: PeakMemory, device: torch.device):
+    # garbage from before the block (tensors in reference cycles) is freed now, not inside it, where
+    # its free would hide the block's own allocations below the level the peak is measured from
+    gc.collect()
     torch.cuda.synchronize(device)
     before = torch.cuda.memory_allocated(device)
     torch.cuda.reset_peak_memory_stats(device)

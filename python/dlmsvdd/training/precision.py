@@ -23,35 +23,9 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
+from dlmsvdd_ext.tf32 import float32_products, new_api  # noqa: F401 - the package's one TF32 switch
+
 PRECISIONS = ("tf32", "float32", "bf16")
-
-
-def _new_api() -> bool:
-    """torch >= 2.9 sets TF32 per backend with ``fp32_precision``; mixing it with the legacy
-    ``allow_tf32`` flags makes torch refuse to read them, so one API is used throughout."""
-    return hasattr(torch.backends.cuda.matmul, "fp32_precision") and hasattr(torch.backends.cudnn, "conv")
-
-
-@contextmanager
-def float32_products(mode: str):
-    """cuBLAS products and cuDNN convolutions on float32 tensors in ``mode``: "ieee" or "tf32"."""
-    if _new_api():
-        flags = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn)
-        saved = [flag.fp32_precision for flag in flags]
-        for flag in flags:
-            flag.fp32_precision = mode
-        try:
-            yield
-        finally:
-            for flag, value in zip(flags, saved):
-                flag.fp32_precision = value
-    else:
-        saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def scoring():
