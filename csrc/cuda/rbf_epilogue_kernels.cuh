@@ -26,13 +26,31 @@ __device__ __forceinline__ T kernel_of_dot(const RbfDots<T>& p, T x_norm, T y_no
   return p.distances_only ? dist : rbf_from_sq_distance(dist, p.gamma);
 }
 
+// Elements a thread reads before it computes any: independent loads in flight, where one element
+// at a time waited for each load in turn (the writes to the tile may alias the norms for the compiler).
+inline constexpr int kInFlight = 4;
+
 // dots := kernel values (or squared distances), row by row: coalesced reads and writes.
 template <typename T>
 __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_to_kernel(RbfDots<T> p) {
+  constexpr int64_t kStride = int64_t(kEpilogueThreads) * kInFlight;
   for (int64_t i = blockIdx.x; i < p.rows; i += gridDim.x) {
     const T x_norm = finite_or_nan(p.x_norm[i]);
     T* row = p.dots + i * p.ldd;
-    for (int64_t j = threadIdx.x; j < p.cols; j += blockDim.x) row[j] = kernel_of_dot(p, x_norm, p.y_norm[j], row[j]);
+    for (int64_t j0 = threadIdx.x; j0 < p.cols; j0 += kStride) {
+      T dot[kInFlight], y_norm[kInFlight];
+      DLMSVDD_UNROLL
+      for (int u = 0; u < kInFlight; ++u) {
+        const int64_t j = j0 + int64_t(u) * kEpilogueThreads;
+        dot[u] = j < p.cols ? row[j] : T(0);
+        y_norm[u] = j < p.cols ? p.y_norm[j] : T(0);
+      }
+      DLMSVDD_UNROLL
+      for (int u = 0; u < kInFlight; ++u) {
+        const int64_t j = j0 + int64_t(u) * kEpilogueThreads;
+        if (j < p.cols) row[j] = kernel_of_dot(p, x_norm, y_norm[u], dot[u]);
+      }
+    }
   }
 }
 
@@ -55,12 +73,22 @@ __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_matvec_kernel(RbfDo
       if (i < p.rows) {
         const T x_norm = finite_or_nan(p.x_norm[i]);
         const T* row = p.dots + i * p.ldd;
-        for (int64_t j = lane; j < p.cols; j += 32) {
-          const T kij = kernel_of_dot(p, x_norm, p.y_norm[j], row[j]);
-          const T* vj = m.v + j * m.ldv;
+        for (int64_t j0 = lane; j0 < p.cols; j0 += 32 * kInFlight) {
+          T kij[kInFlight];
           DLMSVDD_UNROLL
-          for (int c = 0; c < kRbfDotsMaxColumns; ++c)
-            if (c < m.k) part[c] += kij * vj[c];
+          for (int u = 0; u < kInFlight; ++u) {  // the loads of kInFlight elements, then their sums
+            const int64_t j = j0 + 32 * u;
+            kij[u] = j < p.cols ? kernel_of_dot(p, x_norm, p.y_norm[j], row[j]) : T(0);
+          }
+          DLMSVDD_UNROLL
+          for (int u = 0; u < kInFlight; ++u) {
+            const int64_t j = j0 + 32 * u;
+            if (j >= p.cols) break;
+            const T* vj = m.v + j * m.ldv;
+            DLMSVDD_UNROLL
+            for (int c = 0; c < kRbfDotsMaxColumns; ++c)
+              if (c < m.k) part[c] += kij[u] * vj[c];
+          }
         }
       }
       DLMSVDD_UNROLL

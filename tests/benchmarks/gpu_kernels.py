@@ -32,6 +32,8 @@ from dlmsvdd_ext import LpSVDD, kernels, ops, rbf_gemm
 DEVICE = os.environ.get("GPU_BENCH_DEVICE", "cuda")
 DRY = DEVICE == "cpu"
 MATVEC_SHAPES = [(300, 64)] if DRY else [(6000, 512), (6000, 2048), (50000, 512), (50000, 2048), (200000, 64)]
+if os.environ.get("GPU_BENCH_SHAPES"):  # "6000x2048,200000x64": a subset
+    MATVEC_SHAPES = [tuple(int(v) for v in shape.split("x")) for shape in os.environ["GPU_BENCH_SHAPES"].split(",")]
 FLOAT64_SHAPES = [(300, 64)] if DRY else [(6000, 512), (6000, 2048), (50000, 512)]
 GRAM_SHAPES = [(300, 64)] if DRY else [(6000, 512), (6000, 2048), (50000, 512)]
 ERROR_ROWS = 64 if DRY else 256
@@ -53,6 +55,12 @@ def event_ms(fn, reps: int = 5, warm: int = 1) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def _emit(row: dict) -> dict:
+    """A row printed as soon as it is measured (a run cut short keeps what it measured)."""
+    print("ROW", {k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    return row
 
 
 def _wall(fn, i) -> float:
@@ -128,7 +136,7 @@ def matvec_rows(shapes=MATVEC_SHAPES, dtype=torch.float32) -> list[dict]:
         for mode in modes:
             row[f"vs_gemm_{mode}"] = row["ms_gemm"] / row[f"ms_{mode}"]
             row[f"vs_torch_{mode}"] = row["ms_torch"] / row[f"ms_{mode}"]
-        rows.append(row)
+        rows.append(_emit(row))
         del Xs, Ys, buffer
         torch.cuda.empty_cache()
     return rows
@@ -228,7 +236,7 @@ def run(sections=("matvec", "float64", "gram", "tiles", "memory", "imagenet_lt")
     table = {"matvec": matvec_rows, "float64": lambda: matvec_rows(FLOAT64_SHAPES, torch.float64),
              "gram": gram_rows, "tiles": tile_rows, "memory": memory_rows, "imagenet_lt": imagenet_lt_rows}
     rows = []
-    for name in sections:
+    for name in [s for s in sections if s in table]:  # the training benchmark's sections are not ours
         start = time.perf_counter()
         rows += table[name]()
         print(f"[gpu_kernels {name}: {time.perf_counter() - start:.1f} s]", flush=True)

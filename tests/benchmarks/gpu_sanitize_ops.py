@@ -1,7 +1,10 @@
 """Every CUDA op once at small, tile-unaligned sizes, for compute-sanitizer (memcheck, racecheck):
 the RBF products of both product modes and their epilogues, the fused Gram kernel through the
 Frank-Wolfe column cache and RPCholesky, FWHT, matvec64, the seven feature maps, LpSVDD fits with
-each solver, and two epochs of DLM-SVDD (the omega-step's gradient through the kernel)."""
+each solver, and two epochs of DLM-SVDD (the omega-step's gradient through the kernel).
+``--quick`` (for racecheck, which is slow): the fits capped at 20 iterations, no DLM-SVDD."""
+
+import sys
 
 import numpy as np
 import torch
@@ -34,9 +37,15 @@ ops.rpcholesky(Xf.double(), 0.5, 50, seed=3, block_size=16)
 rng = np.random.default_rng(0)
 Xs = np.vstack([rng.standard_normal((300, 16)), rng.standard_normal((30, 16)) + 1.5]).astype(np.float32)
 ys = np.r_[np.ones(300), -np.ones(30)]
+QUICK = "--quick" in sys.argv
 for kernel in ("exact", "nystrom", "sorf"):
     for solver in ("apg", "pairwise", "paper"):
-        LpSVDD(kernel=kernel, n_components=64, solver=solver, random_state=0, device=DEVICE, max_iter=300).fit(Xs, ys)
+        LpSVDD(kernel=kernel, n_components=64, solver=solver, random_state=0, device=DEVICE,
+               max_iter=20 if QUICK else 300).fit(Xs, ys)
+if QUICK:
+    torch.cuda.synchronize()
+    print("SANITIZE SCRIPT DONE")
+    sys.exit(0)
 
 from dlmsvdd import DLMSVDD, TrainConfig, datasets, tasks  # noqa: E402
 
