@@ -99,3 +99,18 @@ def test_a_model_moves_to_the_gpu_and_back(task):
     model.to("cpu")
     assert devices.devices_of(model) == {CPU}
     np.testing.assert_array_equal(model.dissimilarity(task.test), f_cpu)
+
+
+def test_small_alpha_steps_are_solved_on_the_cpu_and_their_boundary_moved_back():
+    cuda = torch.device("cuda", 0)
+    assert devices.solve_device(cuda, devices.CPU_SOLVE_ROWS) == CPU
+    assert devices.solve_device(cuda, devices.CPU_SOLVE_ROWS + 1) == cuda
+    assert devices.solve_device(CPU, 10) == CPU
+    assert devices.indexed(CPU) == CPU and devices.indexed(torch.device("cuda", 1)).index == 1
+
+
+@cuda
+def test_a_gpu_fit_of_few_rows_keeps_its_boundary_on_the_gpu(task):
+    model = _fit(task, "exact", device="cuda")  # digits: fewer rows than CPU_SOLVE_ROWS
+    assert len(task.train) <= devices.CPU_SOLVE_ROWS
+    assert devices.devices_of(model) == {devices.indexed(torch.device("cuda"))}

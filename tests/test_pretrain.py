@@ -26,7 +26,7 @@ def _images(split) -> torch.Tensor:
 def _first_bn_reference(net: SmallCNN, x: torch.Tensor):
     """The first BatchNorm layer's input statistics over all of x: mean and unbiased variance per channel."""
     with torch.no_grad():
-        z = net.layers[0](x).double()
+        z = net.layers[0](x.to(next(net.parameters()).device)).double().cpu()  # the net may be on a GPU
     return z.mean(dim=(0, 2, 3)), z.permute(1, 0, 2, 3).flatten(1).var(dim=1, unbiased=True)
 
 
@@ -123,7 +123,8 @@ def test_the_autoencoder_runs_its_steps_and_the_paper_recipe_no_step_0(task):
     assert len(model.pretrain_losses_) == 5
     # then the statistics: the first BatchNorm layer's are the training images' (as the default's)
     mean, _ = _first_bn_reference(model.network_.backbone, _images(task.train))
-    np.testing.assert_allclose(model.network_.backbone.layers[1].running_mean.double(), mean, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(model.network_.backbone.layers[1].running_mean.double().cpu(), mean, rtol=1e-4,
+                               atol=1e-6)
     assert _fit(task).pretrain_losses_ == []
     paper = _fit(task, recipe="paper")
     assert paper.pretrain_losses_ == []

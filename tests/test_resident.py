@@ -86,3 +86,12 @@ def test_scoring_turns_tf32_off_and_restores_the_flags():
             assert [f.fp32_precision for f in flags] == ["ieee"] * 3
         assert [f.fp32_precision for f in flags] == ["tf32"] * 3
     assert [f.fp32_precision for f in flags] == before
+
+
+def test_reproducible_fits_take_cudnns_deterministic_algorithms_and_restore_the_flags():
+    before = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    with precision.reproducible(True):
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    with precision.reproducible(False):
+        assert (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) == before
+    assert (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) == before

@@ -128,8 +128,8 @@ def test_frozen_backbone_keeps_its_weights(task):
     net = SmallCNN(1)
     before = {k: v.clone() for k, v in net.state_dict().items()}
     model = DLMSVDD(_config(frozen=True), backbone=net).fit(task.train, task.val)
-    after = model.network_.backbone.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)
+    after = model.network_.backbone.state_dict()  # on the model's device (a GPU under device "auto")
+    assert all(torch.equal(before[k], after[k].cpu()) for k in before)
     assert len(model.history_) == 1 and "omega_loss" not in model.history_[0]
 
 
@@ -189,14 +189,14 @@ def test_a_network_from_scratch_is_featured_with_the_training_images_statistics(
     its input over the training set in eval mode."""
     task = tasks.make_task(datasets.digits(), normal_class=3, ratio=0.1, seed=0)
     model = DLMSVDD(TrainConfig(backbone="small_cnn", weights=None, epochs=0, verbose=0)).fit(task.train, task.val)
-    x = torch.stack([task.train[i][0] for i in range(len(task.train))])
+    x = torch.stack([task.train[i][0] for i in range(len(task.train))]).to(model.device)
     layers = model.network_.backbone.layers.eval()
     with torch.no_grad():
-        z = layers[1](layers[0](x)).double()
+        z = layers[1](layers[0](x)).double().cpu()
     mean, var = z.mean(dim=(0, 2, 3)), z.var(dim=(0, 2, 3))
     bn = layers[1]
-    np.testing.assert_allclose(mean, bn.bias.double().detach(), atol=1e-4)
-    np.testing.assert_allclose(var, bn.weight.double().detach() ** 2, rtol=1e-2)
+    np.testing.assert_allclose(mean, bn.bias.double().detach().cpu(), atol=1e-4)
+    np.testing.assert_allclose(var, bn.weight.double().detach().cpu() ** 2, rtol=1e-2)
 
 
 # ---- decisions without labelled anomalies in validation (issue 14, item 1)

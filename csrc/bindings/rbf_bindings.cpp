@@ -111,17 +111,30 @@ RbfDots<T> make_dots(const ArrayView& dots, const ArrayView& xn, const ArrayView
 }
 
 void rbf_dots_to_kernel(py::handle dots, py::handle x_norm, py::handle y_norm, double gamma, bool distances_only,
-                        int64_t stream, bool cuda_emulation) {
+                        int64_t stream, bool cuda_emulation, py::handle out) {
   const ArrayView d = view_array(dots, "dots", 2, 2, stream);
   const ArrayView xn = view_array(x_norm, "x_norm", 1, 1, stream);
   const ArrayView yn = view_array(y_norm, "y_norm", 1, 1, stream);
   for (const ArrayView* a : {&xn, &yn}) require_same(d, *a);
-  require_writable(d, {&xn, &yn});
+  const bool in_place = out.is_none();
+  const ArrayView o = in_place ? d : view_array(out, "out", 2, 2, stream);
+  if (!in_place) {
+    require_same(d, o);
+    if (o.rows != d.rows || o.cols != d.cols)
+      fail("out must have dots' shape (" + std::to_string(d.rows) + ", " + std::to_string(d.cols) + ")");
+    require_writable(o, {&d, &xn, &yn});
+  } else {
+    require_writable(d, {&xn, &yn});
+  }
   const Backend backend = backend_for(d, cuda_emulation);
   if (backend == Backend::cpu) fail("rbf_dots_to_kernel runs the CUDA kernel: CUDA arrays, or cuda_emulation=True");
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    const RbfDots<T> p = make_dots<T>(d, xn, yn, gamma, distances_only);
+    RbfDots<T> p = make_dots<T>(d, xn, yn, gamma, distances_only);
+    if (!in_place) {
+      p.out = o.ptr<T>();
+      p.ldo = o.ld;
+    }
     py::gil_scoped_release release;
     route(backend, [] {}, [&] { emulated::rbf_dots_to_kernel<T>(p); },
           [&] { cuda::rbf_dots_to_kernel<T>(p, cuda_stream(stream)); });
@@ -130,16 +143,22 @@ void rbf_dots_to_kernel(py::handle dots, py::handle x_norm, py::handle y_norm, d
 }
 
 void rbf_dots_matvec(py::handle dots, py::handle x_norm, py::handle y_norm, py::handle V, py::handle acc,
-                     double gamma, bool accumulate, int64_t stream, bool cuda_emulation) {
+                     py::handle partial, double gamma, bool accumulate, int64_t stream, bool cuda_emulation) {
   const ArrayView d = view_array(dots, "dots", 2, 2, stream);
   const ArrayView xn = view_array(x_norm, "x_norm", 1, 1, stream);
   const ArrayView yn = view_array(y_norm, "y_norm", 1, 1, stream);
   const ArrayView v = view_array(V, "V", 2, 2, stream);
   const ArrayView a = view_array(acc, "acc", 2, 2, stream);
+  const ArrayView w = view_array(partial, "partial", 1, 1, stream);
   for (const ArrayView* arr : {&xn, &yn, &v}) require_same(d, *arr);
   if (a.dtype != DType::float64 || a.device != d.device || a.device_id != d.device_id)
     fail("acc: must be a float64 array on dots' device");
-  require_writable(a, {&d, &xn, &yn, &v});
+  const int64_t need = rbf_dots_segments(d.cols) * d.rows * v.cols;
+  if (w.dtype != DType::float64 || w.device != d.device || w.device_id != d.device_id || (w.rows > 1 && w.ld != 1) ||
+      w.rows < need)
+    fail("partial: must be a contiguous float64 array on dots' device of at least " + std::to_string(need) + " elements");
+  require_writable(a, {&d, &xn, &yn, &v, &w});
+  require_writable(w, {&d, &xn, &yn, &v});
   if (v.rows != d.cols) fail("V has " + std::to_string(v.rows) + " rows but dots has " + std::to_string(d.cols) + " columns");
   if (v.cols > kRbfDotsMaxColumns)
     fail("V has " + std::to_string(v.cols) + " columns; the epilogue sums at most " + std::to_string(kRbfDotsMaxColumns));
@@ -150,8 +169,8 @@ void rbf_dots_matvec(py::handle dots, py::handle x_norm, py::handle y_norm, py::
   auto run = [&](auto zero) {
     using T = decltype(zero);
     const RbfDots<T> p = make_dots<T>(d, xn, yn, gamma, false);
-    const RbfDotsMatvec<T> m{.v = v.ptr<T>(), .ldv = v.ld, .k = v.cols, .acc = a.ptr<double>(), .lda = a.ld,
-                             .accumulate = accumulate};
+    const RbfDotsMatvec<T> m{.v = v.ptr<T>(), .ldv = v.ld, .k = v.cols, .partial = w.ptr<double>(),
+                             .acc = a.ptr<double>(), .lda = a.ld, .accumulate = accumulate};
     py::gil_scoped_release release;
     route(backend, [] {}, [&] { emulated::rbf_dots_matvec<T>(p, m); },
           [&] { cuda::rbf_dots_matvec<T>(p, m, cuda_stream(stream)); });
@@ -172,9 +191,10 @@ void bind_rbf(py::module_& m) {
         "out = K(X, Y), or the squared distances with distances_only, on the CPU; check_only: the checks alone.");
   m.def("rbf_dots_to_kernel", &rbf_dots_to_kernel, py::arg("dots"), py::arg("x_norm"), py::arg("y_norm"),
         py::arg("gamma"), py::arg("distances_only") = false, py::arg("stream") = 0, py::arg("cuda_emulation") = false,
-        "dots := exp(-gamma max(x_norm + y_norm - 2 dots, 0)) in place (or the squared distances).");
+        py::arg("out") = py::none(),
+        "out (default: dots, in place) := exp(-gamma max(x_norm + y_norm - 2 dots, 0)) (or the squared distances).");
   m.def("rbf_dots_matvec", &rbf_dots_matvec, py::arg("dots"), py::arg("x_norm"), py::arg("y_norm"), py::arg("V"),
-        py::arg("acc"), py::arg("gamma"), py::arg("accumulate") = false, py::arg("stream") = 0,
+        py::arg("acc"), py::arg("partial"), py::arg("gamma"), py::arg("accumulate") = false, py::arg("stream") = 0,
         py::arg("cuda_emulation") = false, "acc (+)= K @ V from the dot products, in float64, for at most 8 columns.");
 }
 

@@ -55,16 +55,24 @@ struct RbfDots {
   const T* y_norm = nullptr;  // (cols,)
   T gamma = 0;
   bool distances_only = false;  // squared distances instead of kernel values
+  T* out = nullptr;  // rbf_dots_to_kernel's destination (rows, cols), row stride ldo; nullptr: dots itself
+  int64_t ldo = 0;
 };
 
 // acc (rows, k) (+)= K_tile @ V_tile for k <= kRbfDotsMaxColumns columns of V (cols, k), in double.
+// A row's columns are summed kRbfDotsSegment at a time (one warp each, so that a block of few rows
+// still keeps the GPU busy), into partial (segments, rows, k), then the segments in order.
 inline constexpr int kRbfDotsMaxColumns = 8;
+inline constexpr int kRbfDotsSegment = 512;
+
+inline int64_t rbf_dots_segments(int64_t cols) { return cols <= 0 ? 1 : (cols + kRbfDotsSegment - 1) / kRbfDotsSegment; }
 
 template <typename T>
 struct RbfDotsMatvec {
   const T* v = nullptr;
   int64_t ldv = 0;
   int64_t k = 0;
+  double* partial = nullptr;  // workspace of rbf_dots_segments(cols) * rows * k doubles
   double* acc = nullptr;
   int64_t lda = 0;
   bool accumulate = false;  // add to acc (the tiles of a row after the first) instead of overwriting it

@@ -3,7 +3,7 @@
 // in IEEE float32, float64, or on TF32 tensor cores with error compensation); these kernels
 // then make them kernel values (or squared distances) in place, or the tile's part of
 // K(X, Y) @ V for a few columns of V. The sums run in a fixed order (a lane's strided
-// elements, then the 32 lanes in order, in double): the same
+// elements, then the 32 lanes in order, then a row's segments in order, in double): the same
 // result at every call, where the earlier fused tile kernel added tiles with atomics (issue 47:
 // a saved and loaded model scored 1e-15 apart on the GPU).
 // Written once for nvcc (cuda/rbf_cuda.cu) and for the CPU emulation (emu/rbf_emulated.cpp).
@@ -30,13 +30,15 @@ __device__ __forceinline__ T kernel_of_dot(const RbfDots<T>& p, T x_norm, T y_no
 // at a time waited for each load in turn (the writes to the tile may alias the norms for the compiler).
 inline constexpr int kInFlight = 4;
 
-// dots := kernel values (or squared distances), row by row: coalesced reads and writes.
+// out (or dots itself) := the kernel values (or squared distances) of dots, row by row: coalesced
+// reads and writes.
 template <typename T>
 __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_to_kernel(RbfDots<T> p) {
   constexpr int64_t kStride = int64_t(kEpilogueThreads) * kInFlight;
   for (int64_t i = blockIdx.x; i < p.rows; i += gridDim.x) {
     const T x_norm = finite_or_nan(p.x_norm[i]);
-    T* row = p.dots + i * p.ldd;
+    const T* row = p.dots + i * p.ldd;
+    T* dst = p.out == nullptr ? p.dots + i * p.ldd : p.out + i * p.ldo;
     for (int64_t j0 = threadIdx.x; j0 < p.cols; j0 += kStride) {
       T dot[kInFlight], y_norm[kInFlight];
       DLMSVDD_UNROLL
@@ -48,22 +50,24 @@ __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_to_kernel(RbfDots<T
       DLMSVDD_UNROLL
       for (int u = 0; u < kInFlight; ++u) {
         const int64_t j = j0 + int64_t(u) * kEpilogueThreads;
-        if (j < p.cols) row[j] = kernel_of_dot(p, x_norm, y_norm[u], dot[u]);
+        if (j < p.cols) dst[j] = kernel_of_dot(p, x_norm, y_norm[u], dot[u]);
       }
     }
   }
 }
 
-// acc[i, c] (+)= sum_j k(x_i, y_j) v[j, c] for the tile's rows i, c < m.k <= kRbfDotsMaxColumns.
-// A block takes kMatvecRows rows at a time, a warp per row: the lanes walk the row (coalesced),
-// leave their partial sums in shared memory, and after one barrier a thread per (row, column)
-// adds the 32 lanes' in order, in double. Two barriers per chunk of rows, none per row.
+// partial[s, i, c] = sum over segment s's columns j of k(x_i, y_j) v[j, c], c < m.k <= kRbfDotsMaxColumns.
+// A block takes kMatvecRows rows of one segment (blockIdx.y) at a time, a warp per row: the lanes walk
+// the segment (coalesced), leave their partial sums in shared memory, and after one barrier a thread per
+// (row, column) adds the 32 lanes' in order, in double. Two barriers per chunk of rows, none per row.
 inline constexpr int kMatvecRows = 16;
 
 template <typename T>
 __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_matvec_kernel(RbfDots<T> p, RbfDotsMatvec<T> m) {
   __shared__ T lane_sums[kMatvecRows][kRbfDotsMaxColumns][32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t segment = blockIdx.y, begin = segment * kRbfDotsSegment;
+  const int64_t end = begin + kRbfDotsSegment < p.cols ? begin + kRbfDotsSegment : p.cols;
   for (int64_t r0 = int64_t(blockIdx.x) * kMatvecRows; r0 < p.rows; r0 += int64_t(gridDim.x) * kMatvecRows) {
     for (int r = warp; r < kMatvecRows; r += kEpilogueWarps) {
       const int64_t i = r0 + r;
@@ -73,17 +77,17 @@ __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_matvec_kernel(RbfDo
       if (i < p.rows) {
         const T x_norm = finite_or_nan(p.x_norm[i]);
         const T* row = p.dots + i * p.ldd;
-        for (int64_t j0 = lane; j0 < p.cols; j0 += 32 * kInFlight) {
+        for (int64_t j0 = begin + lane; j0 < end; j0 += 32 * kInFlight) {
           T kij[kInFlight];
           DLMSVDD_UNROLL
           for (int u = 0; u < kInFlight; ++u) {  // the loads of kInFlight elements, then their sums
             const int64_t j = j0 + 32 * u;
-            kij[u] = j < p.cols ? kernel_of_dot(p, x_norm, p.y_norm[j], row[j]) : T(0);
+            kij[u] = j < end ? kernel_of_dot(p, x_norm, p.y_norm[j], row[j]) : T(0);
           }
           DLMSVDD_UNROLL
           for (int u = 0; u < kInFlight; ++u) {
             const int64_t j = j0 + 32 * u;
-            if (j >= p.cols) break;
+            if (j >= end) break;
             const T* vj = m.v + j * m.ldv;
             DLMSVDD_UNROLL
             for (int c = 0; c < kRbfDotsMaxColumns; ++c)
@@ -101,10 +105,23 @@ __global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_matvec_kernel(RbfDo
       if (i >= p.rows) continue;
       double total = 0;
       for (int l = 0; l < 32; ++l) total += double(lane_sums[r][c][l]);
-      double* out = m.acc + i * m.lda + c;
-      *out = m.accumulate ? *out + total : total;
+      m.partial[(segment * p.rows + i) * m.k + c] = total;
     }
     __syncthreads();  // the chunk's sums are read before the next chunk writes them
+  }
+}
+
+// acc[i, c] (+)= the segments' partial sums, added in order.
+template <typename T>
+__global__ void __launch_bounds__(kEpilogueThreads) rbf_dots_segments_kernel(int64_t rows, int64_t segments,
+                                                                            RbfDotsMatvec<T> m) {
+  const int64_t n = rows * m.k, stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += stride) {
+    const int64_t i = e / m.k, c = e % m.k;
+    double total = 0;
+    for (int64_t s = 0; s < segments; ++s) total += m.partial[(s * rows + i) * m.k + c];
+    double* out = m.acc + i * m.lda + c;
+    *out = m.accumulate ? *out + total : total;
   }
 }
 
@@ -117,7 +134,11 @@ void launch_rbf_dots_to_kernel(const RbfDots<T>& p, Stream stream) {
 template <typename T>
 void launch_rbf_dots_matvec(const RbfDots<T>& p, const RbfDotsMatvec<T>& m, Stream stream) {
   if (p.rows <= 0 || m.k <= 0) return;
-  launch(rbf_dots_matvec_kernel<T>, dim3(grid_blocks(p.rows, kMatvecRows)), dim3(kEpilogueThreads), 0, stream, p, m);
+  const int64_t segments = rbf_dots_segments(p.cols);
+  launch(rbf_dots_matvec_kernel<T>, dim3(grid_blocks(p.rows, kMatvecRows), unsigned(segments)), dim3(kEpilogueThreads),
+         0, stream, p, m);
+  launch(rbf_dots_segments_kernel<T>, dim3(grid_blocks(p.rows * m.k, kEpilogueThreads)), dim3(kEpilogueThreads), 0,
+         stream, p.rows, segments, m);
 }
 
 }  // namespace DLMSVDD_GPU_BACKEND

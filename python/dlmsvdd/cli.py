@@ -124,6 +124,8 @@ TRAIN_FLAGS = {
                         "best (default: the recipe's)",
     "--on-divergence": "non-finite or collapsed training: rollback (to the best epoch, with a "
                        "warning; default) or error",
+    "--precision": "the omega-step's arithmetic on a GPU: tf32, float32 or bf16 (autocast); scores, features and "
+                   "exports are IEEE float32 whatever it says",
     "--seed": "seed of every random draw",
     "--device": "auto, cpu, cuda or cuda:N",
     "--num-workers": "data-loader worker processes",
@@ -136,12 +138,15 @@ FLAG_ALIASES = {"--n-components": ("--m",), "--nu": ("--margin-nu",), "--p": ("-
 SWITCHES = {"--frozen": "keep the backbone fixed (\"fixed CNN\")",
             "--fine-labels": "CIFAR-100: the 100 fine classes",
             "--tensorboard": "also log each epoch's numbers to RUN/tensorboard (needs the "
-                             "tensorboard package)"}
+                             "tensorboard package)",
+            "--channels-last": "train on images in channels-last (NHWC) memory order (tensor-core convolutions)"}
 # switches that turn off a field that is on by default: --no-guard sets guard to False
 OFF_SWITCHES = {"--no-guard": "without the distance guard: rows far beyond the training data are scored by the "
                               "network's features alone (the paper's model; see dlmsvdd.training.guard)",
                 "--no-input-consensus": "feature vectors: score by the deep model alone, without the consensus of "
-                                        "detectors on the input (see dlmsvdd.training.input_consensus)"}
+                                        "detectors on the input (see dlmsvdd.training.input_consensus)",
+                "--no-deterministic": "let cuDNN pick its fastest algorithms, some of which add in any order (a seed "
+                                      "then gives the same model on a CPU, not on a GPU)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change
 VERBOSE = (0, 1, 2)  # every command's --verbose levels (train's: TrainConfig.verbose)
 

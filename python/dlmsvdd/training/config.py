@@ -272,6 +272,10 @@ class TrainConfig:
     channels_last : bool
         Train on images in channels-last (NHWC) memory order, which tensor-core
         convolutions prefer.
+    deterministic : bool
+        cuDNN's deterministic algorithms during the fit, so that a seed gives
+        the same model bit for bit on a GPU too (False: cuDNN may pick faster
+        ones that add in any order).
     seed : int
         The seed of every random draw, 0 to 2^32 - 1.
     device : str
@@ -361,6 +365,7 @@ class TrainConfig:
     # score, feature and export is IEEE float32 whatever this says
     precision: str = "tf32"
     channels_last: bool = False  # images in NHWC memory order during training (faster convolutions on tensor cores)
+    deterministic: bool = True  # cuDNN's deterministic algorithms: the same seed, the same model on a GPU too
     # the run
     seed: int = 0
     device: str = "auto"

@@ -46,3 +46,17 @@ def network_autocast(precision: str, device: torch.device):
     if precision != "bf16":
         return nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+@contextmanager
+def reproducible(deterministic: bool):
+    """cuDNN's deterministic algorithms for a fit (``TrainConfig.deterministic``): the same seed then
+    gives the same model bit for bit on a GPU too, as on the CPU (some of cuDNN's fastest backward
+    convolutions add with atomics, in any order); the flags as they were after it."""
+    saved = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    if deterministic:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved

@@ -41,13 +41,13 @@ def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_a
                           power: float = 1.0) -> torch.Tensor:
     """The paper's eq. (cnn_softplus_loss): mean softplus^power(f - b_N) over the
     normal samples plus mean softplus^power(b_A - f) over the anomalous ones."""
-    normal = t > 0
-    loss = f.new_zeros(())
-    if normal.any():
-        loss = loss + F.softplus(f[normal] - b_normal).pow(power).mean()
-    if (~normal).any():
-        loss = loss + F.softplus(b_anomaly - f[~normal]).pow(power).mean()
-    return loss
+    # masked means, not f[normal]: boolean indexing waits for the device to know the count (a
+    # synchronisation per batch on a GPU); a class absent from the batch adds 0, as it did
+    normal = (t > 0).to(f.dtype)
+    anomalous = 1.0 - normal
+    loss_normal = (F.softplus(f - b_normal).pow(power) * normal).sum() / normal.sum().clamp_min(1.0)
+    loss_anomalous = (F.softplus(b_anomaly - f).pow(power) * anomalous).sum() / anomalous.sum().clamp_min(1.0)
+    return loss_normal + loss_anomalous
 
 
 def versions() -> dict:
@@ -211,7 +211,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             backbone = getattr(self, "custom_backbone", None)
         self.config = config.validate()
         self.custom_backbone = backbone
-        self.group_, self.device = parallel.join(resolve_device(config.device), auto=config.device == "auto")
+        self.group_, device = parallel.join(resolve_device(config.device), auto=config.device == "auto")
+        self.device = devices.indexed(device)
 
     def get_params(self, deep: bool = True) -> dict:
         """The configuration's fields, as scikit-learn's estimators give their parameters.
@@ -323,10 +324,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         fit = self.svdd_.fit if self.group_ is None else self.svdd_.fit_sharded
         if self.config.nu == "auto":  # 1 without labelled anomalies, on every process alike
             self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device))
+        solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
+        self.svdd_.device = solve_on
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             warnings.simplefilter("ignore", kernel_choice.SlowFitWarning)  # said once, when the fit started
-            svdd = fit(feats, targets, restart=restart)
+            svdd = fit(feats.to(solve_on), targets, restart=restart)
+        svdd.to(self.device)  # the boundary lives with the model (a small one was solved on the CPU)
         if self.network_.guard is not None:  # its scale follows the bandwidth (training rows: unaffected)
             self.network_.guard.set_bandwidth(svdd.gamma_)
         return svdd
@@ -502,8 +506,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
             images, train, val = None, X, y
-        with precision.scoring():  # the omega-step alone runs at config.precision
-            self._fit(train, val, callback, checkpoint, resume)
+        with precision.scoring(), precision.reproducible(self.config.deterministic):  # the omega-step alone runs
+            self._fit(train, val, callback, checkpoint, resume)                       # at config.precision
+        devices.place(self, self.device)  # every part the fit made lives where the model does
         self.decision_scores_ = self._fit_rows_scores(train, val, images is not None)
         self.labels_ = (metrics.predict(self.decision_scores_, self.threshold_) < 0).astype(int)
         return self
