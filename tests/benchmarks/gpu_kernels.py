@@ -253,3 +253,19 @@ def markdown(rows: list[dict]) -> str:
             tables.append(["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)])
         tables[-1].append("| " + " | ".join(fmt(row[k]) for k in keys) + " |")
     return "\n\n".join("\n".join(t) for t in tables)
+
+
+def report(name: str, rows: list[dict]) -> None:
+    """Print the rows' tables with the GPU's name, and write them to $GPU_BENCH_OUT/<name>.md (and .json
+    with GPU_BENCH_JSON set): what .ci/gpu-check brings back."""
+    import json
+    from pathlib import Path
+
+    device = torch.cuda.get_device_name(0)
+    table = markdown(rows)
+    print(f"\n{device}, torch {torch.__version__}\n{table}")
+    out = Path(os.environ.get("GPU_BENCH_OUT", ".benchmarks"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text(f"{device}\n\n{table}\n")
+    if os.environ.get("GPU_BENCH_JSON"):
+        (out / f"{name}.json").write_text(json.dumps({"device": device, "rows": rows}))

@@ -6,7 +6,6 @@ Tables printed and written to $GPU_BENCH_OUT/gpu_training.md (and .json).
 Run on a GPU machine: pytest tests/benchmarks/test_bench_gpu_training.py -o addopts="" -s
 """
 
-import json
 import os
 from pathlib import Path
 
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 def test_gpu_training_against_its_baselines():
     from benchmarks import gpu_training
-    from benchmarks.gpu_kernels import markdown
+    from benchmarks.gpu_kernels import report
 
     sections = os.environ.get("GPU_BENCH_SECTIONS", "omega,demo,auroc").split(",")
     rows = []
@@ -29,11 +28,5 @@ def test_gpu_training_against_its_baselines():
     data = os.environ.get("GPU_DATA")
     if "auroc" in sections and data and (Path(data) / "fashion_mnist.npz").is_file():
         rows += gpu_training.auroc_rows(data)
-    table = markdown(rows)
-    print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}\n{table}")
-    out = Path(os.environ.get("GPU_BENCH_OUT", ".benchmarks"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_training.md").write_text(f"{torch.cuda.get_device_name(0)}\n\n{table}\n")
-    if os.environ.get("GPU_BENCH_JSON"):
-        (out / "gpu_training.json").write_text(json.dumps({"device": torch.cuda.get_device_name(0), "rows": rows}))
+    report("gpu_training", rows)
     assert all(row.get("auroc", 1) > 0.9 for row in rows)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from dlmsvdd_ext.placement import cpu_copy  # noqa: F401 - the file writers' name for it
-
 
 def _has_backend(kind: str) -> bool:
     module = getattr(torch, kind, None)
