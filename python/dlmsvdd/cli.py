@@ -69,9 +69,12 @@ def _bench(args) -> int:
 # --config file. The values are typed as the field (TrainConfig's typed) and checked
 # with the whole configuration.
 TRAIN_FLAGS = {
-    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt, image_folder, or table (feature "
-              "vectors from --path)",
-    "--root": "data root (torchvision layout; ImageNet root for imagenet_lt)",
+    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt, image_folder, image_arrays (images held "
+              "as arrays: --root names the .npz file or the folder of .npy files), or table (feature vectors "
+              "from --path)",
+    "--root": "data root (torchvision layout, or the fetch script's cifar10.npz / fashion_mnist.npz in it; "
+              "ImageNet root for imagenet_lt; for image_arrays the .npz file or folder of X_train, y_train, "
+              "X_test, y_test)",
     "--path": "table data: a .npz file (arrays X, y) or a .csv file with a label column; labels 0 normal, "
               "1 anomaly",
     "--label-column": "table data (.csv): the label column's name",

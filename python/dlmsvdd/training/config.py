@@ -110,10 +110,13 @@ class TrainConfig:
     ----------
     data : str
         The data set: "digits" (embedded), "fashion_mnist", "cifar10",
-        "cifar100", "imagenet_lt", "image_folder", or "table" (feature
+        "cifar100", "imagenet_lt", "image_folder", "image_arrays" (images held
+        as arrays, ``dlmsvdd.datasets.image_arrays``), or "table" (feature
         vectors from ``path``).
     root : str or None
-        Data root (torchvision's layout; the ImageNet root for "imagenet_lt").
+        Data root (torchvision's layout, or the fetch script's ``cifar10.npz``
+        and ``fashion_mnist.npz`` in it; the ImageNet root for "imagenet_lt";
+        for "image_arrays" the ``.npz`` file or the folder of ``.npy`` files).
     split_dir : str or None
         Folder of the ImageNet-LT split files (default: ``root``).
     normal_class : int
