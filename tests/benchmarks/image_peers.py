@@ -104,8 +104,9 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     task : dlmsvdd.data.tasks.Task
         The task (DLM-SVDD's: the same rows).
     config : TrainConfig
-        DLM-SVDD's configuration: its recipe's epochs, learning rate, network shape and selection
-        rule, and its weight decay, batch size, gradient clipping and seed.
+        DLM-SVDD's configuration: its recipe's epochs (on this training set: ``budget_rows``),
+        learning rate, network shape and selection rule, and its weight decay, batch size,
+        gradient clipping and seed.
     device : str or torch.device
         Where the network trains.
 
@@ -115,7 +116,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         ``test_scores`` (higher = more anomalous), ``val_auroc``, ``kept_epoch``, ``epochs``, ``seconds``.
     """
     peer = PEERS[kind]()
-    params = config.training_params()
+    params = config.training_params(n_train=len(task.train))  # DLM-SVDD's epochs on this training set
     start_time = time.perf_counter()
     torch.manual_seed(config.seed)
     channels = task.train[0][0].shape[0]
