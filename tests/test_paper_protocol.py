@@ -129,3 +129,14 @@ def test_goal_rows_hold_only_at_or_above_their_targets():
     unlabelled = [record("DLMSVDD()", 0.70, "cifar10", "unlabelled", None), record("kNN (k=5)", 0.65, "cifar10",
                                                                                       "unlabelled", None)]
     assert [holds for _, holds in paper_protocol.goal_rows(unlabelled, "cifar10")] == [True, True]
+
+
+def test_the_budget_table_names_each_network_and_its_budgets():
+    def record(overrides, cls, val, test):
+        return {"normal_class": cls, "ratio": 0.1, "overrides": overrides,
+                "budgets": [{"epochs": 10, "val_auroc": val, "test_auroc": test},
+                            {"epochs": 30, "val_auroc": val + 0.01, "test_auroc": test + 0.01}]}
+
+    text = epoch_budget.table([record({}, 0, 0.9, 0.8), record({"cnn_width": 16}, 0, 0.85, 0.75)], budgets=(10, 30))
+    assert "| 32 x 4 | 0 | 0.1 | 0.9000 / 0.8000 | 0.9100 / 0.8100 |" in text
+    assert "| 16 x 4 | 0 | 0.1 | 0.8500 / 0.7500 | 0.8600 / 0.7600 |" in text

@@ -24,7 +24,7 @@ import torch
 from dlmsvdd import DLMSVDD, TrainConfig, metrics, tasks
 from dlmsvdd.training import selection
 
-BUDGETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30)
+BUDGETS = (1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 15, 18, 20, 25, 30)
 
 
 class SnapshotDLMSVDD(DLMSVDD):
@@ -89,6 +89,26 @@ def run_task(source, normal_class: int, ratio: float, seed: int, epochs: int, ov
     return {"data": source.name, "normal_class": normal_class, "ratio": ratio, "seed": seed, "overrides": overrides,
             "threads": torch.get_num_threads(), "fit_seconds": fit_seconds, "n_train": len(task.train),
             "history": history, "budgets": budget_rows(model, task, [b for b in budgets if b <= epochs])}
+
+
+def network_name(overrides: dict) -> str:
+    """The small CNN a record's overrides build, as "width x branches" (the recipe's 32 x 4 by default)."""
+    return f"{overrides.get('cnn_width', 32)} x {overrides.get('cnn_branches', 4)}"
+
+
+def table(records: list[dict], budgets=(10, 15, 18, 20, 25, 30)) -> str:
+    """Markdown: one row per network and task, the validation / test AUROC at each budget (E epochs:
+    the epoch the selection keeps among 0..E, its boundary refitted) and the longest budget's test
+    AUROC minus the 30-epoch run of today's network on the same task where the records hold one."""
+    base = {(r["normal_class"], r["ratio"]): r["budgets"][-1]["test_auroc"] for r in records
+            if network_name(r["overrides"]) == "32 x 4" and r["budgets"][-1]["epochs"] == 30}
+    lines = ["| network | class | ratio | " + " | ".join(f"E{b} val / test" for b in budgets) + " |",
+             "|---|---|---|" + "---|" * len(budgets)]
+    for r in records:
+        at = {b["epochs"]: b for b in r["budgets"]}
+        cells = [f"{at[b]['val_auroc']:.4f} / {at[b]['test_auroc']:.4f}" if b in at else "--" for b in budgets]
+        lines.append(f"| {network_name(r['overrides'])} | {r['normal_class']} | {r['ratio']:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
