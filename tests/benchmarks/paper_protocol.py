@@ -220,7 +220,8 @@ def labelled_table(records: list[dict], data: str) -> str:
         cells = []
         for q in ratios:
             mean, std, n = mean_over_classes(rows, m, ratio=q)
-            cells.append(f"{mean:.4f}" + (f" ± {std:.4f}" if std > 0 else "") + ("" if n == 10 else f" ({n} classes)"))
+            cells.append("--" if not n else f"{mean:.4f}" + (f" ± {std:.4f}" if std > 0 else "")
+                         + ("" if n == 10 else f" ({n} classes)"))
         seconds = np.mean([r["seconds"] for r in rows if r["method"] == m])
         lines.append(f"| {m} | " + " | ".join(cells) + f" | {seconds:.0f} |")
     for name in dict.fromkeys(k for q in ratios for k in PAPER.get((data, q), {})):
