@@ -140,3 +140,16 @@ def test_the_budget_table_names_each_network_and_its_budgets():
     text = epoch_budget.table([record({}, 0, 0.9, 0.8), record({"cnn_width": 16}, 0, 0.85, 0.75)], budgets=(10, 30))
     assert "| 32 x 4 | 0 | 0.1 | 0.9000 / 0.8000 | 0.9100 / 0.8100 |" in text
     assert "| 16 x 4 | 0 | 0.1 | 0.8500 / 0.7500 | 0.8600 / 0.7600 |" in text
+
+
+def test_the_unlabelled_and_long_tailed_tables_average_the_classes_run():
+    unlabelled = [{"data": "cifar10", "protocol": "unlabelled", "method": m, "class": c, "ratio": None, "seed": 0,
+                   "auroc": a + 0.1 * c, "seconds": 2.0} for m, a in (("DLMSVDD()", 0.6), ("kNN (k=5)", 0.5)) for c in (0, 1)]
+    text = paper_protocol.unlabelled_table(unlabelled, "cifar10")
+    assert "| DLMSVDD() | 0.6500 | 2 | 2 |" in text and "| Deep SVDD (paper) | 0.648 | 10 | |" in text
+    long_tailed = [{"data": "cifar10", "protocol": "long-tailed", "method": "DLM-SVDD", "class": c, "rho": rho, "seed": 0,
+                    "auroc": 0.9, "balanced_accuracy": b, "seconds": 3.0}
+                   for rho, b in ((100, 0.8), (10, 0.9)) for c in (0, 1)]
+    text = paper_protocol.long_tailed_table(long_tailed)
+    assert "| DLM-SVDD | 80.00 (2 classes) | 90.00 (2 classes) | 3 |" in text
+    assert "| DLM-SVDD (paper, joint) | 86.79 | 92.59 | |" in text

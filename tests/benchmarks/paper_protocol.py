@@ -230,6 +230,41 @@ def labelled_table(records: list[dict], data: str) -> str:
     return "\n".join(lines)
 
 
+def unlabelled_table(records: list[dict], data: str) -> str:
+    """Markdown: the unlabelled protocol's methods, mean test AUROC over the classes run, mean seconds."""
+    rows = [r for r in records if r["data"] == data and r["protocol"] == "unlabelled"]
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    lines = ["| method | mean AUROC | classes | s per task |", "|---|---|---|---|"]
+    for m in methods:
+        mean, std, n = mean_over_classes(rows, m)
+        seconds = np.mean([r["seconds"] for r in rows if r["method"] == m])
+        lines.append(f"| {m} | {mean:.4f}" + (f" ± {std:.4f}" if std > 0 else "") + f" | {n} | {seconds:.0f} |")
+    for name, value in PAPER_ONE_CLASS.get(data, {}).items():
+        lines.append(f"| {name} | {value:.3f} | 10 | |")
+    return "\n".join(lines)
+
+
+def long_tailed_table(records: list[dict], data: str = "cifar10") -> str:
+    """Markdown: balanced accuracy (%) at the validation threshold, mean over the classes run, per rho,
+    the paper's CIFAR-10-LT figures beside."""
+    rows = [r for r in records if r["data"] == data and r["protocol"] == "long-tailed"]
+    rhos = sorted({r["rho"] for r in rows}, reverse=True)
+    lines = ["| method | " + " | ".join(f"rho {q:g}" for q in rhos) + " | s per task |", "|---|" + "---|" * (len(rhos) + 1)]
+    for m in LONG_TAILED:
+        if not any(r["method"] == m for r in rows):
+            continue
+        cells = []
+        for q in rhos:
+            mean, _, n = mean_over_classes(rows, m, "balanced_accuracy", rho=q)
+            cells.append("--" if not n else f"{100 * mean:.2f}" + ("" if n == 10 else f" ({n} classes)"))
+        seconds = np.mean([r["seconds"] for r in rows if r["method"] == m])
+        lines.append(f"| {m} | " + " | ".join(cells) + f" | {seconds:.0f} |")
+    for name in dict.fromkeys(k for q in rhos for k in PAPER_LONG_TAILED.get(q, {})):
+        lines.append(f"| {name} | " + " | ".join(f"{PAPER_LONG_TAILED[q][name]:.2f}" if q in PAPER_LONG_TAILED else "--"
+                                                 for q in rhos) + " | |")
+    return "\n".join(lines)
+
+
 def goal_rows(records: list[dict], data: str) -> list[tuple[str, bool]]:
     """Issue 50's goal rows on the records of ``data``: (the row in words with its figures, whether it holds).
 
@@ -290,8 +325,8 @@ def main(argv=None) -> int:
                   numbers(args.seeds, int), numbers(args.ratios, float), numbers(args.rhos, float),
                   args.methods.split(",") if args.methods else None,
                   dict(parse_assignment(text) for text in args.set), args.device)
-    if args.protocol == "labelled":
-        print(labelled_table(records, args.data))
+    print({"labelled": labelled_table, "unlabelled": unlabelled_table,
+           "long-tailed": long_tailed_table}[args.protocol](records, args.data))
     for row, holds in goal_rows(records, args.data):
         print(f"{'holds' if holds else 'FAILS'}: {row}")
     return 0

@@ -31,8 +31,8 @@ def test_paper_protocol(tmp_path):
                                  numbers("PAPER_RATIOS", "0.1,0.75", float), numbers("PAPER_RHOS", "100,50,10", float),
                                  overrides=overrides)
     print(f"\n{data}, {protocol} protocol: {time.perf_counter() - start:.0f} s")
-    if protocol == "labelled":
-        print(paper_protocol.labelled_table(records, data))
+    print({"labelled": paper_protocol.labelled_table, "unlabelled": paper_protocol.unlabelled_table,
+           "long-tailed": paper_protocol.long_tailed_table}[protocol](records, data))
     for row, holds in paper_protocol.goal_rows(records, data):
         print(f"{'holds' if holds else 'FAILS'}: {row}")
     assert records and all(r["auroc"] is None or 0.0 <= r["auroc"] <= 1.0 for r in records)
