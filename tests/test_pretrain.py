@@ -164,7 +164,9 @@ def test_budget_rows_cuts_the_recipes_epochs_on_large_training_sets():
         30, 30, 30, 18, 11, 1, 1]
     assert epochs_for(30, 0, 10 ** 6) == 30 and epochs_for(7, 90_000, 100) == 7
     scratch = TrainConfig()
-    assert scratch.training_params(False, n_train=5280)["epochs"] == 18 and scratch.training_params(False)["epochs"] == 30
+    assert BUDGET_ROWS == 75_000  # Fashion-MNIST at ratio 0.1: 15 epochs, 0.75: 9, CIFAR-10 at 0.1: 18, digits: 30
+    assert [scratch.training_params(False, n_train=n)["epochs"] for n in (5280, 8400, 4400, 1000)] == [15, 9, 18, 30]
+    assert scratch.training_params(False)["epochs"] == 30
     assert TrainConfig(epochs=30).training_params(False, n_train=5280)["epochs"] == 30
     assert TrainConfig(budget_rows=0).training_params(False, n_train=5280)["epochs"] == 30
     assert TrainConfig(budget_rows=10_560).training_params(False, n_train=5280)["epochs"] == 2

@@ -117,7 +117,7 @@ TRAIN_FLAGS = {
     "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch; from scratch on "
                 "images fewer on large training sets, see --budget-rows)",
     "--budget-rows": "with --epochs left to the recipe: the training rows the omega-steps see in all, epochs = "
-                     "min(30, ceil(budget / training rows)); 0: no budget (default: the recipe's, 90000 from "
+                     "min(30, ceil(budget / training rows)); 0: no budget (default: the recipe's, 75000 from "
                      "scratch on images, 0 otherwise)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
