@@ -87,6 +87,12 @@ def _sweep(scope, folder):
     assert (folder / "sweeps" / "frozen" / "report.md").is_file()
 
 
+def _image_arrays(scope, folder):
+    source, inputs = scope["source"], scope["inputs"]
+    assert (source.channels, source.image_size, len(source.train)) == (3, 16, 60) and inputs.shape == (8, 3, 16, 16)
+    np.testing.assert_array_equal(scope["targets"].numpy(), scope["task"].train.targets[:8])
+
+
 def _consensus(scope, folder):
     scores = scope["scores"]
     assert scores[-2:].min() > scores[:-2].max()  # the rows far out score highest
@@ -101,7 +107,8 @@ CHECKS = {
     ("README.md", 0): _trained_digits_model,
     ("docs/user-guide/detector.md", 0): _trained_digits_model,
     ("docs/user-guide/detector.md", 1): _array_api,
-    ("docs/user-guide/detector.md", 2): _consensus,
+    ("docs/user-guide/detector.md", 2): _image_arrays,
+    ("docs/user-guide/detector.md", 3): _consensus,
     ("docs/user-guide/feature-vectors.md", 0): _feature_vectors,
     ("docs/user-guide/feature-vectors.md", 2): _table_codes,
     ("docs/user-guide/solver.md", 0): _lpsvdd_certificate,

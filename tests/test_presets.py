@@ -17,9 +17,11 @@ TINY = {"epochs": 1, "seed": [0]}
 
 def test_every_preset_loads_at_paper_and_digits_size():
     assert presets.names() == ["ablation-bandwidth", "ablation-frozen", "approx", "imagenet-lt", "long-tailed",
-                               "ratio"]
+                               "long-tailed-scratch", "ratio", "ratio-cifar10-scratch", "ratio-fashion-mnist-scratch"]
     sizes = {"ratio": 3 * 10 * 10, "long-tailed": 3 * 10 * 10, "approx": 10 * (1 + 7 * 7),
-             "ablation-frozen": 2 * 3 * 10 * 10, "ablation-bandwidth": 5 * 10 * 3, "imagenet-lt": 1000}
+             "ablation-frozen": 2 * 3 * 10 * 10, "ablation-bandwidth": 5 * 10 * 3, "imagenet-lt": 1000,
+             "ratio-fashion-mnist-scratch": 3 * 10 * 10, "ratio-cifar10-scratch": 3 * 10 * 10,
+             "long-tailed-scratch": 3 * 10 * 10}
     for name, size in sizes.items():
         preset = presets.load(name)
         assert len(preset.tasks()) == size and preset.description
@@ -155,3 +157,24 @@ def test_command_line_refuses_ambiguous_sweeps(tmp_path, capsys):
     assert all(name in listing for name in presets.names())
     assert main(["report", str(tmp_path)]) == 2
     assert "no finished tasks" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, data", [("ratio-fashion-mnist-scratch", "fashion_mnist"),
+                                        ("ratio-cifar10-scratch", "cifar10"), ("long-tailed-scratch", "cifar10")])
+def test_scratch_presets_run_the_papers_protocol_at_the_defaults_on_the_fetch_scripts_files(tmp_path, name, data):
+    """Issue 50: the paper's protocol without pretrained weights, the small CNN at every training
+    default, on the data set's array file as the fetch script writes it (tiny here)."""
+    import numpy as np
+
+    default = TrainConfig(data=data, weights=None).training_params()
+    preset = presets.load(name)
+    assert all(TrainConfig(**values).training_params() == default for _, values in preset.tasks())
+    shape = (28, 28) if data == "fashion_mnist" else (32, 32, 3)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / f"{data}.npz", X_train=rng.integers(0, 256, (200, *shape), dtype=np.uint8),
+             y_train=np.arange(200) % 10, X_test=rng.integers(0, 256, (40, *shape), dtype=np.uint8),
+             y_test=np.arange(40) % 10)
+    small = presets.load(name, overrides={"root": str(tmp_path), "epochs": 1, "batch_size": 16, "seed": [0],
+                                          "normal_class": [0], **({"rho": [2]} if "long" in name else {"ratio": [0.5]})})
+    records = small.run(tmp_path / "sweep", progress=False)
+    assert [r["status"] for r in records] == ["done"]

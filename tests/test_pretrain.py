@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dlmsvdd import datasets, tasks
 from dlmsvdd.training import pretrain
-from dlmsvdd.training.config import TrainConfig
+from dlmsvdd.training.config import BUDGET_ROWS, TrainConfig, epochs_for
 from dlmsvdd.training.models import FeatureNet, SmallCNN
 from dlmsvdd.training.trainer import DLMSVDD
 
@@ -79,9 +79,9 @@ def test_recipes():
     assert scratch.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 1e-3,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
-                                         "epoch_rows": 0}
+                                         "epoch_rows": 0, "budget_rows": BUDGET_ROWS}
     paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
-             "self_labelling": 0.0, "epoch_rows": 0}
+             "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -92,12 +92,14 @@ def test_recipes():
                         cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 0.01,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
-                                       "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0}
+                                       "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
+                                       "budget_rows": BUDGET_ROWS}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
-                                                           "self_labelling": 0.05, "epoch_rows": 4096}
+                                                           "self_labelling": 0.05, "epoch_rows": 4096,
+                                                           "budget_rows": 0}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
@@ -154,3 +156,23 @@ def test_batchnorm_calibration_skips_a_last_batch_of_one_row():
     X = np.random.default_rng(0).normal(size=(162, 4)).astype(np.float32)  # 129 train + 33 validation rows
     model = DLMSVDD(epochs=1, verbose=0, seed=0).fit(X)
     assert model.n_train_ == 129 and np.isfinite(model.dissimilarity(X)).all()
+
+
+def test_budget_rows_cuts_the_recipes_epochs_on_large_training_sets():
+    """Issue 50: from scratch on images, epochs = min(30, ceil(budget_rows / training rows)); epochs given,
+    or a budget of 0, train the epochs asked for; the paper's recipe and the MLP have no budget."""
+    assert [epochs_for(30, 90_000, n) for n in (150, 3000, 3001, 5280, 8400, 100_000, 10 ** 7)] == [
+        30, 30, 30, 18, 11, 1, 1]
+    assert epochs_for(30, 0, 10 ** 6) == 30 and epochs_for(7, 90_000, 100) == 7
+    scratch = TrainConfig()
+    assert BUDGET_ROWS == 75_000  # Fashion-MNIST at ratio 0.1: 15 epochs, 0.75: 9, CIFAR-10 at 0.1: 18, digits: 30
+    assert [scratch.training_params(False, n_train=n)["epochs"] for n in (5280, 8400, 4400, 1000)] == [15, 9, 18, 30]
+    assert scratch.training_params(False)["epochs"] == 30
+    assert TrainConfig(epochs=30).training_params(False, n_train=5280)["epochs"] == 30
+    assert TrainConfig(budget_rows=0).training_params(False, n_train=5280)["epochs"] == 30
+    assert TrainConfig(budget_rows=10_560).training_params(False, n_train=5280)["epochs"] == 2
+    assert TrainConfig(weights="imagenet").training_params(False, n_train=10 ** 6)["epochs"] == 30
+    assert TrainConfig().training_params(True, n_train=10 ** 6)["epochs"] == 15
+    task = tasks.make_task(datasets.digits(), 1, ratio=0.5, seed=0)
+    model = DLMSVDD(verbose=0, budget_rows=2 * len(task.train) + 1).fit(task.train, task.val)
+    assert model.training_params_["epochs"] == 3 and [row["epoch"] for row in model.history_] == [0, 1, 2, 3]

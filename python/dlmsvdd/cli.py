@@ -69,9 +69,12 @@ def _bench(args) -> int:
 # --config file. The values are typed as the field (TrainConfig's typed) and checked
 # with the whole configuration.
 TRAIN_FLAGS = {
-    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt, image_folder, or table (feature "
-              "vectors from --path)",
-    "--root": "data root (torchvision layout; ImageNet root for imagenet_lt)",
+    "--data": "digits, fashion_mnist, cifar10, cifar100, imagenet_lt, image_folder, image_arrays (images held "
+              "as arrays: --root names the .npz file or the folder of .npy files), or table (feature vectors "
+              "from --path)",
+    "--root": "data root (torchvision layout, or the fetch script's cifar10.npz / fashion_mnist.npz in it; "
+              "ImageNet root for imagenet_lt; for image_arrays the .npz file or folder of X_train, y_train, "
+              "X_test, y_test)",
     "--path": "table data: a .npz file (arrays X, y) or a .csv file with a label column; labels 0 normal, "
               "1 anomaly",
     "--label-column": "table data (.csv): the label column's name",
@@ -111,7 +114,11 @@ TRAIN_FLAGS = {
     "--solver": "apg, pairwise or paper",
     "--contamination": "threshold without validation anomalies: the fraction of normal "
                        "samples called anomalous, or radius (the sphere's r^2)",
-    "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch)",
+    "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch; from scratch on "
+                "images fewer on large training sets, see --budget-rows)",
+    "--budget-rows": "with --epochs left to the recipe: the training rows the omega-steps see in all, epochs = "
+                     "min(30, ceil(budget / training rows)); 0: no budget (default: the recipe's, 75000 from "
+                     "scratch on images, 0 otherwise)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",

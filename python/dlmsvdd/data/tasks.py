@@ -6,14 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from torch.utils.data import Dataset
 
 from . import protocols, sources
-from .preprocessing import Preprocessing, TensorTransform  # noqa: F401 - TensorTransform: tasks' public name
+from .augment import BatchAugment
+from .preprocessing import Preprocessing, TensorTransform, float_images  # noqa: F401 - TensorTransform: tasks' public name
 from .protocols import Split
 
 # Augmentation as in the paper: random crop with padding and horizontal flip for
-# CIFAR, none for the grey-scale sets, flips for natural images.
+# CIFAR, none for the grey-scale sets, flips for natural images; none for images a
+# user holds as arrays (image_arrays: nothing says what their content allows).
 AUGMENTATION = {"cifar10": "crop_flip", "cifar100": "crop_flip", "imagenet_lt": "flip", "image_folder": "flip"}
 
 
@@ -50,16 +53,105 @@ class TaskImages(Dataset):
         """The targets, +1 normal and -1 anomaly."""
         return self.split.targets
 
-    def augmented(self) -> "TaskImages":
+    def augmented(self) -> Dataset:
         """The same images under the training augmentation.
 
         Returns
         -------
-        TaskImages
-            The augmented view (this dataset when there is no augmentation).
+        TaskImages or AugmentedImages
+            The augmented view (this dataset when there is no augmentation): for a tensor
+            pool an ``AugmentedImages`` (batches augmented whole by a ``BatchAugment``).
         """
-        return self if self.augment is None else TaskImages(self.pool, self.split, self.augment,
-                                                            preprocessing=self.preprocessing)
+        if self.augment is None:
+            return self
+        if isinstance(self.augment, BatchAugment):
+            return AugmentedImages(self)
+        return TaskImages(self.pool, self.split, self.augment, preprocessing=self.preprocessing)
+
+
+class TensorTaskImages(TaskImages):
+    """A split of a tensor pool (``sources.TensorImages``): besides row by row, many rows in one
+    call (``take``), preprocessed as one batch, so that the trainer slices batches whole
+    (``dlmsvdd.training.batches``). ``augment``: a ``BatchAugment`` or None."""
+
+    def take(self, positions) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network inputs of the rows at ``positions`` (0 to ``len(self) - 1``) and their targets.
+
+        Parameters
+        ----------
+        positions : array-like
+            Positions in the split, int64.
+
+        Returns
+        -------
+        inputs : torch.Tensor
+            (n, C, H, W) float32, as ``self[i]`` gives each.
+        targets : torch.Tensor
+            +1 / -1, int64.
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        rows = torch.as_tensor(np.asarray(self.split.indices)[positions], dtype=torch.long)
+        return (self.transform.module(self.pool.images[rows]),
+                torch.as_tensor(np.asarray(self.split.targets)[positions], dtype=torch.long))
+
+
+class AugmentedImages(Dataset):
+    """The training view of a tensor task's images: their network inputs under ``batch_augment``.
+
+    Parameters
+    ----------
+    unaugmented : TensorTaskImages
+        The same rows without augmentation; its ``augment`` is the ``BatchAugment``.
+
+    Attributes
+    ----------
+    batch_augment : dlmsvdd.data.augment.BatchAugment
+        The augmentation, which a trainer may also run on its device on batches of
+        ``unaugmented.take``.
+    unaugmented : TensorTaskImages
+        The rows without augmentation.
+    """
+
+    def __init__(self, unaugmented: TensorTaskImages):
+        if not isinstance(unaugmented.augment, BatchAugment):
+            raise ValueError("AugmentedImages needs a tensor task whose augment is a BatchAugment")
+        self.unaugmented, self.batch_augment = unaugmented, unaugmented.augment
+        self.preprocessing = unaugmented.preprocessing
+
+    def __len__(self):
+        return len(self.unaugmented)
+
+    def __getitem__(self, i):
+        inputs, targets = self.take(np.array([i]))
+        return inputs[0], int(targets[0])
+
+    @property
+    def targets(self) -> np.ndarray:
+        """The targets, +1 normal and -1 anomaly."""
+        return self.unaugmented.targets
+
+    def take(self, positions, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows at ``positions``, augmented on the CPU, and their targets.
+
+        Parameters
+        ----------
+        positions : array-like
+            Positions in the split, int64.
+        generator : torch.Generator or None
+            The CPU generator of the crops and flips (None: torch's default).
+
+        Returns
+        -------
+        inputs : torch.Tensor
+            (n, C, H, W), each row cropped and flipped at random.
+        targets : torch.Tensor
+            +1 / -1, int64.
+        """
+        inputs, targets = self.unaugmented.take(positions)
+        return self.batch_augment(inputs, generator), targets
+
+    def augmented(self) -> "AugmentedImages":
+        return self
 
 
 @dataclass
@@ -112,14 +204,18 @@ def preprocessing_for(source: sources.Source, channels: int, image_size: int | N
         Resize to this size (None: the native size, or 224 for natural images).
     imagenet_stats : bool
         Normalise as a pretrained backbone expects; otherwise with the data
-        set's own statistics (ImageNet's for sources without them).
+        set's own statistics (``source.stats``, else ``sources.STATS``;
+        ImageNet's for sources without either).
 
     Returns
     -------
     dlmsvdd.data.preprocessing.Preprocessing
         The preprocessing record.
     """
-    mean, std = sources.IMAGENET_STATS if imagenet_stats or source.name not in sources.STATS else sources.STATS[source.name]
+    if imagenet_stats:
+        mean, std = sources.IMAGENET_STATS
+    else:
+        mean, std = source.stats or sources.STATS.get(source.name, sources.IMAGENET_STATS)
     if len(mean) != channels:
         mean, std = (mean * channels)[:channels], (std * channels)[:channels]
     size = image_size or (224 if source.image_size is None else None)  # natural images need one size to batch
@@ -130,10 +226,13 @@ def preprocessing_for(source: sources.Source, channels: int, image_size: int | N
 
 
 def _transforms(source: sources.Source, preprocessing: Preprocessing):
-    """(eval transform, training augmentation or None: the tensor sources have none)."""
+    """(eval transform, training augmentation or None): a torchvision transform of PIL images,
+    or for the tensor pipeline a ``BatchAugment`` of batches of network inputs."""
     kind = AUGMENTATION.get(source.name)
-    if preprocessing.pipeline != "pil" or kind is None:
+    if kind is None:
         return preprocessing.transform(), None
+    if preprocessing.pipeline == "tensor":
+        return preprocessing.transform(), BatchAugment.for_normalisation(kind, preprocessing.mean, preprocessing.std)
     T = sources.vision("torchvision.transforms", f"the {source.name} data set's augmentation")
     steps = [T.RandomCrop(source.image_size, padding=4)] if kind == "crop_flip" else []
     return preprocessing.transform(), preprocessing.pil_transform([*steps, T.RandomHorizontalFlip()])
@@ -158,7 +257,8 @@ def transforms_for(source: sources.Source, channels: int, image_size: int | None
     transform : callable
         Raw image to network input.
     augment : callable or None
-        The training augmentation (None for tensor sources and grey-scale sets).
+        The training augmentation: a torchvision transform of PIL images, a
+        ``dlmsvdd.data.augment.BatchAugment`` for tensor sources, or None (grey-scale sets).
     """
     return _transforms(source, preprocessing_for(source, channels, image_size, imagenet_stats))
 
@@ -208,24 +308,26 @@ def make_task(source: sources.Source, normal_class: int, ratio: float | None = 0
     preprocessing = preprocessing_for(source, channels or source.channels, image_size, imagenet_stats)
     transform, augment = _transforms(source, preprocessing)
     name = source.classes[normal_class] if 0 <= normal_class < len(source.classes) else normal_class
-    return Task(*(TaskImages(pool, split, transform, augment if split is train else None, preprocessing)
+    images = TensorTaskImages if preprocessing.pipeline == "tensor" else TaskImages
+    return Task(*(images(pool, split, transform, augment if split is train else None, preprocessing)
                   for pool, split in ((source.train, train), (source.train, val), (source.test, test))),
                 normal_class, name)
 
 
 def pixels(split: TaskImages) -> tuple[np.ndarray, np.ndarray]:
-    """The raw pixels of a digits split, flattened, and its targets.
+    """The raw pixels of a split of a tensor source (digits, image arrays), flattened, and its targets.
 
     Parameters
     ----------
     split : TaskImages
-        A set of a digits task.
+        A set of a task on a tensor source.
 
     Returns
     -------
     X : numpy.ndarray
-        (n, 64) pixels in [0, 1], float64.
+        (n, C x H x W) pixels in [0, 1], float64 (digits: (n, 64)).
     targets : numpy.ndarray
         +1 / -1.
     """
-    return split.pool.images[split.split.indices].flatten(1).double().numpy(), split.targets
+    images = split.pool.images[split.split.indices]
+    return float_images(images, images.shape[1]).flatten(1).double().numpy(), split.targets

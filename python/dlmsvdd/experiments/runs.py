@@ -174,7 +174,9 @@ def unfinished(folder) -> dict | None:
     if not path.is_file():
         return None
     state = checkpoints.read(path, checkpoints.TRAINING)
-    epochs = state["config"]["epochs"]
+    epochs = state.get("epochs")  # what the run trains (checkpoints before budget_rows: its configuration's)
+    if epochs is None:
+        epochs = state["config"]["epochs"]
     if epochs is None:  # left to the recipe: what the run resolved it to
         epochs = state["resolved"]["epochs"]
     return {"next_epoch": state["next_epoch"], "epochs": epochs, "config": state["config"]}

@@ -44,6 +44,12 @@ from .precision import PRECISIONS
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
+# The scratch recipe's epochs on images, by the data's size (issue 50): as many epochs as see this many
+# training rows in the omega-step, at most the recipe's 30 (every digits task keeps its 30 epochs:
+# at most 1,000 training rows). 75,000: one Fashion-MNIST task (5,280 training rows at ratio 0.1: 15
+# epochs; 8,400 at 0.75: 9) within 5 minutes on 2 CPU cores, from the measured time of each step;
+# docs/user-guide/detector.md, "Recipes", gives the measurements and what it costs in AUROC.
+BUDGET_ROWS = 75_000
 DIVERGENCE = ("rollback", "error")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
 # pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
@@ -52,10 +58,10 @@ DIVERGENCE = ("rollback", "error")
 # (training.selection). docs/user-guide/detector.md, "Recipes".
 RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
                      "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS,
-                     "self_labelling": 0.0, "epoch_rows": 0},
+                     "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0},
            "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                        "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 4, "mlp_width": MLP_WIDTH,
-                       "mlp_layers": MLP_LAYERS, "self_labelling": 0.0, "epoch_rows": 0}}
+                       "mlp_layers": MLP_LAYERS, "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": BUDGET_ROWS}}
 # A recipe's values that differ for one backbone. The MLP from scratch on feature vectors trains 15
 # epochs: chosen on ADBench's development sets by validation AUROC on rows held out of each task's
 # training rows (tests/benchmarks/adbench_selection.py, DEEP_CANDIDATES: 0.8455 at 15 epochs against
@@ -68,7 +74,8 @@ RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "
 # train on a fresh draw of EPOCH_ROWS of them (training.epoch_rows, which gives the measurements; the
 # final boundary on all of them).
 EPOCH_ROWS = 4096
-BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05, "epoch_rows": EPOCH_ROWS}}
+BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05, "epoch_rows": EPOCH_ROWS,
+                                         "budget_rows": 0}}
 # nu="auto" with labelled anomalies: the paper's 1.2 (without them nu is 1, one-class SVDD). LpSVDD's
 # own "auto" takes 20 (dlmsvdd_ext.svdd.NU_WITH_ANOMALIES), chosen for fixed features; the deep
 # model's semi-supervised results (docs/results/adbench.md) were measured at 1.2.
@@ -111,10 +118,13 @@ class TrainConfig:
     ----------
     data : str
         The data set: "digits" (embedded), "fashion_mnist", "cifar10",
-        "cifar100", "imagenet_lt", "image_folder", or "table" (feature
+        "cifar100", "imagenet_lt", "image_folder", "image_arrays" (images held
+        as arrays, ``dlmsvdd.datasets.image_arrays``), or "table" (feature
         vectors from ``path``).
     root : str or None
-        Data root (torchvision's layout; the ImageNet root for "imagenet_lt").
+        Data root (torchvision's layout, or the fetch script's ``cifar10.npz``
+        and ``fashion_mnist.npz`` in it; the ImageNet root for "imagenet_lt";
+        for "image_arrays" the ``.npz`` file or the folder of ``.npy`` files).
     split_dir : str or None
         Folder of the ImageNet-LT split files (default: ``root``).
     normal_class : int
@@ -244,7 +254,14 @@ class TrainConfig:
         samples called anomalous, in (0, 0.5], or "radius" (the sphere's r^2).
     epochs : int or None
         Alternating epochs (none with a frozen backbone). None: the recipe's,
-        30, or 15 for the MLP from scratch (``BACKBONE_RECIPES``).
+        30, or 15 for the MLP from scratch (``BACKBONE_RECIPES``), and fewer
+        where ``budget_rows`` asks.
+    budget_rows : int or None
+        With ``epochs`` left to the recipe, the training rows the omega-steps
+        see over the whole fit: epochs = min(the recipe's, ceil(budget_rows /
+        training rows)), so that a large training set trains fewer, longer
+        epochs. 0: the recipe's epochs whatever the size. None: the recipe's,
+        ``BUDGET_ROWS`` for the scratch recipe on images, 0 otherwise.
     lr : float or None
         Adam's learning rate (None: the recipe's, 1e-4 for the paper, 1e-3 from scratch).
     weight_decay : float
@@ -352,7 +369,8 @@ class TrainConfig:
     # normal samples called anomalous (0.1, PyOD's default), or "radius" (r^2)
     contamination: float | str = 0.1
     # the omega-step
-    epochs: int | None = None  # None: the recipe's (BACKBONE_RECIPES)
+    epochs: int | None = None  # None: the recipe's (BACKBONE_RECIPES), fewer where budget_rows asks
+    budget_rows: int | None = None  # with epochs None: rows the omega-steps see in all (0: no budget; None: the recipe's)
     lr: float | None = None  # None: the recipe's (1e-4 for the paper, 1e-3 from scratch)
     weight_decay: float = 1e-4
     batch_size: int = 128
@@ -476,7 +494,7 @@ class TrainConfig:
             return "resnet50"
         return "mlp" if (self.data == "table" if vectors is None else vectors) else "small_cnn"
 
-    def training_params(self, vectors: bool | None = None) -> dict:
+    def training_params(self, vectors: bool | None = None, n_train: int | None = None) -> dict:
         """The fields a recipe decides, as the run uses them.
 
         The values given, else the recipe's. Resolved when used, not stored, so
@@ -486,6 +504,9 @@ class TrainConfig:
         ----------
         vectors : bool or None
             Whether the inputs are feature vectors, as in ``resolved_backbone``.
+        n_train : int or None
+            The training rows, when known: ``epochs`` left to the recipe is then
+            cut to ``budget_rows`` (``epochs_for``). None: the recipe's epochs.
 
         Returns
         -------
@@ -501,7 +522,10 @@ class TrainConfig:
         other_shapes = {k for owner, fields in SHAPE_FIELDS.items() if owner != backbone for k in fields}
         defaults = {**RECIPES[recipe], **BACKBONE_RECIPES.get((recipe, backbone), {})}
         values = {key: getattr(self, key) for key in defaults if key not in other_shapes}
-        return {"backbone": backbone, "recipe": recipe, **{k: defaults[k] if v is None else v for k, v in values.items()}}
+        params = {"backbone": backbone, "recipe": recipe, **{k: defaults[k] if v is None else v for k, v in values.items()}}
+        if n_train is not None and self.epochs is None:
+            params["epochs"] = epochs_for(params["epochs"], params["budget_rows"], n_train)
+        return params
 
     def resolved(self, vectors: bool | None = None) -> dict:
         """Every field as the run uses it.
@@ -622,6 +646,14 @@ class TrainConfig:
         return {**self.to_dict(), RESOLVED: self.resolved()}
 
 
+def epochs_for(epochs: int, budget_rows: int, n_train: int) -> int:
+    """The epochs a fit of ``n_train`` training rows runs: ``epochs``, or with a budget of rows
+    (``budget_rows`` > 0) as many as see it, ceil(budget_rows / n_train), if fewer (at least one)."""
+    if budget_rows <= 0 or n_train <= 0:
+        return epochs
+    return min(epochs, max(1, math.ceil(budget_rows / n_train)))
+
+
 RESOLVED = "resolved"  # config.yaml's section (and a sweep record's key) of the resolved fields
 
 
@@ -704,6 +736,7 @@ _RANGES = {
     "softplus_power": [_positive(Real)],
     "self_labelling": [Interval(Real, 0, 0.5, closed="left")],
     "epoch_rows": [_at_least(Integral, 0)],
+    "budget_rows": [_at_least(Integral, 0)],
     "selection": [StrOptions(set(SELECTIONS))],
     "selection_rule": [StrOptions(set(RULES))],
     "recipe": [StrOptions({"auto", *RECIPES})],

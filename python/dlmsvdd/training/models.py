@@ -48,9 +48,14 @@ class SmallCNN(nn.Module):
                                     *block(branches * 2 * width, 4 * width, branches, False),
                                     nn.AdaptiveAvgPool2d(1), nn.Flatten())
         self.out_features = 4 * width * branches
+        # channels-last weights and activations: the same arithmetic in another memory order, which
+        # oneDNN's CPU convolutions run faster: a training step on 128 Fashion-MNIST images in 0.41-0.45 s
+        # instead of 0.66-0.70, a features pass 0.12 s instead of 0.19-0.27 (width 32, 4 branches, one
+        # thread; issue 50)
+        self.to(memory_format=torch.channels_last)
 
     def forward(self, x):
-        z = self.layers(x)
+        z = self.layers(x.contiguous(memory_format=torch.channels_last))
         if self.branches == 1:
             return z
         per_branch = F.normalize(z.unflatten(1, (self.branches, -1)), dim=2)

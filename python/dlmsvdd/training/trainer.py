@@ -635,7 +635,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Preprocessing.identity(example.shape) if example.dim() == 3
             else VectorPreprocessing.identity(example.shape[0]) if vectors else None)
         # the backbone, the recipe's lr, step 0, selection rule and network shape
-        self.training_params_ = cfg.training_params(vectors)
+        self.training_params_ = cfg.training_params(vectors, n_train=len(train))  # epochs by the rows' budget
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
@@ -689,6 +689,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return
         checkpoints.write(path, {
             "config": self.config.to_dict(), "resolved": self.config.resolved(len(self.input_shape_) == 1), "next_epoch": next_epoch,
+            "epochs": self.training_params_["epochs"],  # the run's, after budget_rows
             "input_shape": list(self.input_shape_),
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,

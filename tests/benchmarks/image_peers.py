@@ -1,0 +1,154 @@
+"""The labelled-anomaly peers of DLM-SVDD on images, trained as DLM-SVDD trains its network (issue 50):
+the same small CNN (its recipe's width and branches, seeded alike), the same step 0 (the BatchNorm
+statistics of the training images), Adam at the recipe's learning rate with the same weight decay,
+batch size and gradient clipping, the same augmentation, the same number of epochs, and the epoch
+kept by the same rule on validation AUROC (``dlmsvdd.training.selection``). Only the objective
+differs:
+
+* Deep SAD (Ruff et al., ICLR 2020): the centre c is the mean feature of the training normals under
+  the initial network (coordinates within 0.1 of 0 pushed to +-0.1, as its code does); a normal's
+  loss is ||phi(x) - c||^2, a labelled anomaly's eta / (||phi(x) - c||^2 + 1e-6) with eta = 1; the
+  score is ||phi(x) - c||^2.
+* A supervised classifier, the obvious alternative when anomalies are labelled: a linear layer on
+  the same features, binary cross-entropy with the anomalies weighted by n_normal / n_anomalous
+  (the two classes weigh alike, as DLM-SVDD's loss averages each class apart); the score is the
+  anomaly logit.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from dlmsvdd import TrainConfig, metrics
+from dlmsvdd.training import batches, pretrain, selection
+from dlmsvdd.training.models import build_backbone
+
+DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
+
+
+def _inputs(loader, device):
+    for x, t in loader:
+        yield x.to(device), t.to(device)
+
+
+def _outputs(net: nn.Module, data, batch_size: int, device) -> tuple[torch.Tensor, np.ndarray]:
+    """The network's outputs on every row of ``data`` (eval mode) and the targets."""
+    net.eval()
+    outs, targets = [], []
+    with torch.no_grad():
+        for x, t in _inputs(batches.loader(data, batch_size, shuffle=False), device):
+            outs.append(net(x))
+            targets.append(t.cpu())
+    return torch.cat(outs), torch.cat(targets).numpy()
+
+
+class DeepSAD:
+    """Deep SAD's objective on a backbone's features."""
+
+    name = "Deep SAD (same CNN)"
+
+    def head(self, width: int) -> nn.Module:
+        return nn.Identity()
+
+    def start(self, net: nn.Module, train, batch_size: int, device) -> None:
+        z, t = _outputs(net, train, batch_size, device)
+        c = z[torch.as_tensor(t) > 0].mean(0)
+        small = c.abs() < CENTRE_MIN
+        self.centre = torch.where(small & (c < 0), -CENTRE_MIN, torch.where(small, CENTRE_MIN, c))
+
+    def score(self, out: torch.Tensor) -> torch.Tensor:
+        return (out - self.centre).square().sum(1)
+
+    def loss(self, out: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        d = self.score(out)
+        return torch.where(t > 0, d, DEEP_SAD_ETA / (d + DEEP_SAD_EPS)).mean()
+
+
+class Classifier:
+    """A linear anomaly logit on a backbone's features, class-balanced binary cross-entropy."""
+
+    name = "classifier (same CNN)"
+
+    def head(self, width: int) -> nn.Module:
+        return nn.Linear(width, 1)
+
+    def start(self, net: nn.Module, train, batch_size: int, device) -> None:
+        targets = np.asarray(train.targets)
+        self.weight = float((targets > 0).sum()) / max(1, int((targets < 0).sum()))
+
+    def score(self, out: torch.Tensor) -> torch.Tensor:
+        return out[:, 0]
+
+    def loss(self, out: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        anomalous = (t < 0).float()
+        return F.binary_cross_entropy_with_logits(out[:, 0], anomalous,
+                                                  pos_weight=torch.tensor(self.weight, device=out.device))
+
+
+PEERS = {"deep_sad": DeepSAD, "classifier": Classifier}
+
+
+def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
+    """Train a peer on a task's training set, the epoch kept by validation AUROC; its test scores.
+
+    Parameters
+    ----------
+    kind : str
+        "deep_sad" or "classifier".
+    task : dlmsvdd.data.tasks.Task
+        The task (DLM-SVDD's: the same rows).
+    config : TrainConfig
+        DLM-SVDD's configuration: its recipe's epochs (on this training set: ``budget_rows``),
+        learning rate, network shape and selection rule, and its weight decay, batch size,
+        gradient clipping and seed.
+    device : str or torch.device
+        Where the network trains.
+
+    Returns
+    -------
+    dict
+        ``test_scores`` (higher = more anomalous), ``val_auroc``, ``kept_epoch``, ``epochs``, ``seconds``.
+    """
+    peer = PEERS[kind]()
+    params = config.training_params(n_train=len(task.train))  # DLM-SVDD's epochs on this training set
+    start_time = time.perf_counter()
+    torch.manual_seed(config.seed)
+    channels = task.train[0][0].shape[0]
+    backbone, width = build_backbone("small_cnn", None, channels, params["cnn_width"], params["cnn_branches"])
+    net = nn.Sequential(backbone, peer.head(width)).to(device)
+    size = config.batch_size
+    if params["pretrain"] != "none":
+        pretrain.calibrate_batchnorm(net, batches.loader(task.train, size, shuffle=False), device)
+    peer.start(backbone, task.train, size, device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=params["lr"], weight_decay=config.weight_decay)
+    kept = selection.START
+    augmented = task.train.augmented()
+    for epoch in range(params["epochs"] + 1):
+        out, t_val = _outputs(net, task.val, size, device)
+        row = {"val_auroc": metrics.auroc(t_val, peer.score(out).cpu().numpy()),
+               "val_n_anomalous": int((t_val < 0).sum())}
+        kept = selection.offer(kept, epoch, row, "auroc", params["selection_rule"],
+                               lambda: copy.deepcopy(net.state_dict()))
+        if epoch == params["epochs"]:
+            break
+        net.train()
+        loader = batches.loader(augmented, size, shuffle=True, seed=config.seed + epoch,
+                                drop_last=len(augmented) > size)
+        for x, t in _inputs(loader, device):
+            loss = peer.loss(net(x), t)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), config.grad_clip)
+            optimizer.step()
+    net.load_state_dict(kept[2])
+    seconds = time.perf_counter() - start_time
+    out, _ = _outputs(net, task.test, size, device)
+    out_val, t_val = _outputs(net, task.val, size, device)
+    return {"test_scores": peer.score(out).cpu().numpy(), "val_auroc": metrics.auroc(t_val, peer.score(out_val).cpu().numpy()),
+            "kept_epoch": kept[1], "epochs": params["epochs"], "seconds": seconds}
