@@ -8,6 +8,7 @@ normals and 100 anomalies), with the power beside them (AUROC, the share of anom
     python tests/benchmarks/calibration_study.py kernels OUT.json       # every kernel, n 1000 (and 20,000)
     python tests/benchmarks/calibration_study.py sets OUT.json [DIR]    # held-out normals of data sets
     python tests/benchmarks/calibration_study.py table AFTER.json [BEFORE.json]
+    python tests/benchmarks/calibration_study.py times                  # LpSVDD's fit with and without cross-fitting
 
 Run it with ``OMP_NUM_THREADS=1``. ``sets`` reads every ``*.npz`` (``X``, ``y`` with 1 = anomaly) of
 DIR (default: ADBench's development sets, ../shared/data/adbench-dev): the rates are meant to be
@@ -201,6 +202,27 @@ def sets(folder: Path = DEV_SETS, log=print) -> list[dict]:
     return records
 
 
+def times(repeats: int = 3) -> str:
+    """LpSVDD's fit seconds without calibration (``calibration=None``: the boundary alone, the fit
+    before issue 46 less its in-sample quantile) and with the default cross-fitting, interleaved in
+    one process (the best of ``repeats`` each), on N(0, I_d) rows."""
+    from dlmsvdd_ext import LpSVDD
+
+    lines = ["| n | d | kernel | fit s, calibration=None | fit s, cross-fitted | ratio | n_cal |",
+             "|" + " --- |" * 7]
+    for n, d in ((1000, 32), (1000, 128), (5000, 32), (5000, 128), (10_000, 128), (50_000, 32), (200_000, 32)):
+        X = np.random.default_rng(0).standard_normal((n, d)).astype(np.float32)
+        best = {None: math.inf, "auto": math.inf}
+        for _ in range(repeats):
+            for calibration in best:
+                start = time.perf_counter()
+                model = LpSVDD(random_state=0, calibration=calibration).fit(X)
+                best[calibration] = min(best[calibration], time.perf_counter() - start)
+        lines.append(f"| {n:,} | {d} | {model.kernel_} | {best[None]:.2f} | {best['auto']:.2f} | "
+                     f"{best['auto'] / best[None]:.2f} | {model.n_calibration_} |")
+    return "\n".join(lines)
+
+
 # ---- the tables
 
 def exact_rate(level: float, n_cal: int) -> float:
@@ -319,6 +341,9 @@ def main(argv: list[str]) -> int:
         print(rates_table(after))
         print()
         print(power_table(after, before))
+        return 0
+    if command == "times":
+        print(times())
         return 0
     out = Path(argv[1])
     if command == "synthetic":
