@@ -34,8 +34,12 @@ is a landmark the map is the exact kernel's, and none is left out.
 
 Cost: a fold model costs about (1 - 1/K)^2 of the whole fit with the exact kernel and 1 - 1/K with
 an approximation. Folds are fitted until ``CALIBRATION_ROWS`` normals are scored (all five below
-1000 training normals, one from 5000): at most about 3.2 more fits' time on small sets, where a
-fit takes a fraction of a second, and about 0.6-0.8 of one on large ones.
+1000 training normals, one from 5000): the fit took 2.2-2.4 times as long at 1000 rows (0.05 s to
+0.11-0.12 s) and 1.5-1.7 times at 5000-10,000 (docs/results/calibration.md). A fold model trains on
+nearly as many rows as the whole fit whatever the fold's size (the alignment above needs it), so
+from ``HOLD_OUT_FROM`` training normals on, where ``CALIBRATION_ROWS`` of them are at most 5% of
+the data, they are held out instead: the boundary is fitted on the other rows and scores them (split
+conformal, exact in finite samples, and no slower than the fit without calibration).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import torch
 from sklearn.base import clone
 from sklearn.model_selection import KFold
 
+from . import conformal
 from .kernel_choice import SlowFitWarning
 
 FOLDS = 5  # K of the cross-fitting: each fold model trains on 80% of the normals
@@ -54,8 +59,45 @@ FOLDS = 5  # K of the cross-fitting: each fold model trains on 80% of the normal
 # threshold gives, which varies with the calibration draw, has a standard deviation of 0.0095 at a
 # level of 0.1 and 0.007 at 0.05 (sqrt(level (1 - level) / n)); more folds would add fit time only.
 CALIBRATION_ROWS = 1000
+HOLD_OUT_FROM = 20 * CALIBRATION_ROWS  # training normals from which CALIBRATION_ROWS are held out instead
 SOURCE = "cross-fitted training normals"  # ``calibration_source_`` of a fit's calibration
+HELD_OUT = "held-out training normals"  # ... from HOLD_OUT_FROM normals on
 MORE = "fit on more normal rows, or calibrate(X_cal) with more normals the fit never trained on"
+
+
+def fit(model, X_t: torch.Tensor, t: torch.Tensor, *, restart: bool = False) -> conformal.Calibration | None:
+    """Fit ``model``'s boundary and return the calibration of its out-of-sample scores (the module
+    docstring): cross-fitted training normals, or from ``HOLD_OUT_FROM`` normals on, held-out ones
+    (their rows are ``model.calibration_rows_``).
+
+    Parameters
+    ----------
+    model : dlmsvdd_ext.LpSVDD
+        The estimator to fit.
+    X_t : torch.Tensor
+        The training features (n, d).
+    t : torch.Tensor
+        Their labels, +1 normal and -1 anomaly.
+    restart : bool
+        As in ``LpSVDD.fit``.
+
+    Returns
+    -------
+    dlmsvdd_ext.conformal.Calibration or None
+        None with fewer than 2 training normals (nothing to hold out).
+    """
+    normal = np.flatnonzero(t.cpu().numpy() > 0)
+    if len(normal) >= HOLD_OUT_FROM:
+        held = np.sort(np.random.default_rng(model.random_state).permutation(normal)[:CALIBRATION_ROWS])
+        kept = torch.as_tensor(np.setdiff1d(np.arange(len(t)), held, assume_unique=True), device=X_t.device)
+        model._fit_boundary(X_t[kept], t[kept], restart=restart)
+        model.calibration_rows_ = held
+        with torch.no_grad():
+            f = model._dissimilarity(X_t[torch.as_tensor(held, device=X_t.device)].to(model.dual_coef_.dtype))
+        return conformal.Calibration(f, HELD_OUT)
+    model._fit_boundary(X_t, t, restart=restart)
+    scores = cross_fitted(model, X_t, t)
+    return None if scores is None else conformal.Calibration(scores, SOURCE)
 
 
 def cross_fitted(model, X_t: torch.Tensor, t: torch.Tensor) -> np.ndarray | None:

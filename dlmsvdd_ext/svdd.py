@@ -170,13 +170,15 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         ``n_features_in_`` counts the encoded columns.
     calibration : "auto" or None
         The out-of-sample scores the threshold and the p-values are drawn
-        from. "auto" (default): the training normals' cross-fitted scores,
-        each from a model fitted without its fold of normals (5 folds, until
-        1000 normals are scored; ``dlmsvdd_ext.calibration_scores``), so
-        ``predict(X, fpr=...)`` works after ``fit``. None: none at fit (the
-        training driver and the consensus, which calibrate on held-out rows of
-        their own or need no threshold): ``predict`` and the p-values wait
-        for ``calibrate(X_cal)``.
+        from (``dlmsvdd_ext.calibration_scores``). "auto" (default): the
+        training normals' cross-fitted scores, each from a model fitted
+        without its fold of normals (5 folds, until 1000 normals are scored);
+        from 20,000 training normals on, 1000 normals held out of the fit
+        instead (``calibration_rows_``: their rows). ``predict(X, fpr=...)``
+        then works after ``fit``. None: none at fit (the training driver and
+        the consensus, which calibrate on held-out rows of their own or need
+        no threshold): ``predict`` and the p-values wait for
+        ``calibrate(X_cal)``.
 
     Notes
     -----
@@ -259,11 +261,12 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.encoding_, X = tabular.fitted(X, self.categorical, self.missing)
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
-        self._fit_boundary(X_t, t, restart=restart)
-        calibration = None
-        if self.calibration == "auto":  # out-of-sample scores of the training normals (see calibration_scores)
-            scores = calibration_scores.cross_fitted(self, X_t, t)
-            calibration = None if scores is None else conformal.Calibration(scores, calibration_scores.SOURCE)
+        self.calibration_rows_ = None
+        if self.calibration == "auto":  # the boundary, and out-of-sample scores of training normals
+            calibration = calibration_scores.fit(self, X_t, t, restart=restart)
+        else:
+            self._fit_boundary(X_t, t, restart=restart)
+            calibration = None
         self._set_calibration(calibration, "the fit had fewer than 2 normal rows to cross-fit"
                               if self.calibration == "auto" else "calibration=None")
         return self
@@ -407,6 +410,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                     problem.nu)
         # no cross-fitting across processes (a fold would be a fit on a subset of every shard): the
         # training rows' own scores are in-sample, so the threshold waits for held-out normals
+        self.calibration_rows_ = None
         self._set_calibration(None, "fit_sharded does not cross-fit")
         if not backend.is_exact:
             backend.release_factor()
@@ -845,6 +849,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         reference = state.get("reference")  # absent from states saved before explain: it then takes reference=
         model.reference_ = None if reference is None else reference.to(device)
         model.calibration_ = conformal.Calibration.from_state_dict(state.get("calibration"))  # absent: older states
+        model.calibration_rows_ = None  # rows of the training set: not kept
         model.encoding_ = state.get("encoding") and tabular.TableEncoding.from_dict(state["encoding"])
         if state["backend"] is None:
             model.backend_ = kernels.make("exact", model.gamma_)

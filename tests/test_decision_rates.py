@@ -137,6 +137,26 @@ def test_the_folds_stop_once_enough_normals_are_scored(monkeypatch):
     assert model.n_calibration_ == 80  # folds of 40 normals: two reach 50
 
 
+def test_from_enough_normals_a_held_out_share_calibrates(monkeypatch):
+    """From HOLD_OUT_FROM normals on, CALIBRATION_ROWS of them (seeded) are held out of the fit and
+    scored by the boundary fitted on the others: split conformal, no fold model."""
+    monkeypatch.setattr(calibration_scores, "HOLD_OUT_FROM", 200)
+    monkeypatch.setattr(calibration_scores, "CALIBRATION_ROWS", 50)
+    X = np.random.default_rng(0).standard_normal((300, 3))
+    y = np.r_[np.ones(280), -np.ones(20)]
+    X[280:] += 3
+    model = LpSVDD(random_state=0).fit(X, y)
+    held = model.calibration_rows_
+    assert len(held) == 50 and len(set(held)) == 50 and (y[held] > 0).all()
+    assert len(model.alpha_) == 250 and model.labels_.sum() == 230 - 20  # 230 normals, 20 anomalies fitted
+    assert (model.n_calibration_, model.calibration_source_) == (50, "held-out training normals")
+    np.testing.assert_allclose(model.calibration_.scores, np.sort(model.dissimilarity(X[held])), rtol=1e-12)
+    kept = np.setdiff1d(np.arange(300), held)
+    alone = LpSVDD(random_state=0, gamma=model.gamma_, calibration=None).fit(X[kept], y[kept])
+    np.testing.assert_allclose(alone.alpha_, model.alpha_, rtol=1e-9, atol=1e-12)
+    assert LpSVDD(random_state=0).fit(X[:150]).calibration_rows_ is None  # 150 normals: cross-fitted
+
+
 def test_too_few_calibration_rows_for_the_level_are_said_at_fit():
     """Goal 4: 8 training normals cross-fitted cannot give a p-value at or below 0.1 (1/9 = 0.11):
     the fit says so, with the count 0.1 needs, and flags the rows above every calibration score."""
