@@ -40,7 +40,18 @@ class TooFewCalibrationRows(UserWarning):
 
 
 def rows_needed(level: float) -> int:
-    """The fewest calibration normals whose smallest p-value, ``1 / (n + 1)``, is at most ``level``."""
+    """The fewest calibration normals whose smallest p-value, ``1 / (n + 1)``, is at most ``level``.
+
+    Parameters
+    ----------
+    level : float
+        A level in (0, 1).
+
+    Returns
+    -------
+    int
+        The smallest n with ``1 / (n + 1) <= level`` (99 for 0.01).
+    """
     n = max(0, int(np.ceil(1.0 / level)) - 2)
     while 1.0 / (n + 1) > level:  # the p-values' own float arithmetic decides, not 1 / level's rounding
         n += 1
@@ -174,7 +185,19 @@ class Calibration:
         return float(self.scores[self.n - reached])
 
     def rule(self, level: float) -> str:
-        """The name of the rule ``threshold(level)`` draws (an estimator's ``threshold_rule_``)."""
+        """The name of the rule ``threshold(level)`` draws (an estimator's ``threshold_rule_``).
+
+        Parameters
+        ----------
+        level : float
+            The level, as ``threshold`` takes it.
+
+        Returns
+        -------
+        str
+            "<source>: p-value <= <level>", or, below ``1 / (n + 1)``, "<source>: above all <n>
+            (too few for p-value <= <level>)".
+        """
         if level < self.min_level:
             return f"{self.source}: above all {self.n} (too few for p-value <= {level:g})"
         return f"{self.source}: p-value <= {level:g}"

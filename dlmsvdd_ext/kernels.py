@@ -144,10 +144,22 @@ class KernelBackend:
         return LowRankKernel(self.Z_)
 
     def on_rows(self, X) -> "KernelBackend":
-        """This fitted map with its training factor on other rows X: a copy that shares the
-        map (landmarks or frequencies) and holds ``Z_ = transform(X)``. Cross-fitting's fold
-        models take it, so that a fold and the whole fit score in one feature space
-        (``dlmsvdd_ext.calibration_scores``)."""
+        """This fitted map with its training factor on other rows X.
+
+        A copy that shares the map (landmarks or frequencies) and holds ``Z_ =
+        transform(X)``. Cross-fitting's fold models take it, so that a fold and the
+        whole fit score in one feature space (``dlmsvdd_ext.calibration_scores``).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            The rows (n, d) to build the factor on.
+
+        Returns
+        -------
+        KernelBackend
+            The copy, fitted.
+        """
         other = copy.copy(self)
         other.Z_ = other._training_factor(check_features(X))
         return other
@@ -200,7 +212,18 @@ class ExactKernel(KernelBackend):
         return self.fit(X).operator()
 
     def on_rows(self, X) -> "ExactKernel":
-        """The exact kernel on other rows X (it has no map to share)."""
+        """The exact kernel on other rows X (it has no map to share).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            The rows (n, d).
+
+        Returns
+        -------
+        ExactKernel
+            A new exact kernel, fitted on X.
+        """
         return ExactKernel(self.gamma).fit(X)
 
     def operator(self, cache_size_mb: float | str = "auto"):

@@ -109,8 +109,9 @@ TRAIN_FLAGS = {
     "--gamma": "median (1 / the initial features' median squared distance, once), local (10 x that), "
                "per-epoch, or a value",
     "--solver": "apg, pairwise or paper",
-    "--contamination": "threshold without validation anomalies: the fraction of normal "
-                       "samples called anomalous, or radius (the sphere's r^2)",
+    "--contamination": "threshold without validation anomalies: the share of new normal "
+                       "samples called anomalous (p-value <= it over the validation normals), or radius "
+                       "(the sphere's r^2)",
     "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
