@@ -51,6 +51,7 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold
 
 from . import conformal
@@ -92,12 +93,12 @@ def fit(model, X_t: torch.Tensor, t: torch.Tensor, *, restart: bool = False) -> 
     if len(normal) >= HOLD_OUT_FROM:
         held = np.sort(np.random.default_rng(model.random_state).permutation(normal)[:CALIBRATION_ROWS])
         kept = torch.as_tensor(np.setdiff1d(np.arange(len(t)), held, assume_unique=True), device=X_t.device)
-        model._fit_boundary(X_t[kept], t[kept], restart=restart)
+        model._fit_boundary(X_t[kept], t[kept], restart=restart, stacklevel=4)  # here, LpSVDD.fit, its caller
         model.calibration_rows_ = held
         with torch.no_grad():
             f = model._dissimilarity(X_t[torch.as_tensor(held, device=X_t.device)].to(model.dual_coef_.dtype))
         return conformal.Calibration(f, HELD_OUT)
-    model._fit_boundary(X_t, t, restart=restart)
+    model._fit_boundary(X_t, t, restart=restart, stacklevel=4)
     scores = cross_fitted(model, X_t, t)
     return None if scores is None else conformal.Calibration(scores, SOURCE)
 
@@ -127,23 +128,31 @@ def cross_fitted(model, X_t: torch.Tensor, t: torch.Tensor) -> np.ndarray | None
     if landmarks is not None and len(landmarks) >= len(t):
         landmarks = None  # every row a landmark: the exact kernel's map, which treats new rows alike
     folds = KFold(min(FOLDS, len(normal)), shuffle=True, random_state=model.random_state)
-    scores, kept = [], 0
+    scores, kept, short = [], 0, 0
     for _, held in folds.split(normal):
         held = normal[held]
         rows = np.setdiff1d(np.arange(len(t)), held, assume_unique=True)
         if landmarks is not None:
             held = np.setdiff1d(held, landmarks, assume_unique=True)
-        scores.append(_fold_scores(model, X_t, t, rows, held))
+        fold_scores, converged = _fold_scores(model, X_t, t, rows, held)
+        scores.append(fold_scores)
+        short += not converged
         kept += len(held)
         if kept >= CALIBRATION_ROWS:
             break
+    if short:  # once, not once per fold
+        warnings.warn(f"{short} of the {len(scores)} cross-fitting fold models stopped without their certificate; "
+                      "their scores calibrate the threshold and the p-values. Raise max_iter or loosen tol",
+                      ConvergenceWarning, stacklevel=4)  # cross_fitted, fit, LpSVDD.fit, its caller
     return np.concatenate(scores)
 
 
-def _fold_scores(model, X_t: torch.Tensor, t: torch.Tensor, rows: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """The held rows' f under a fold model fitted on ``rows``, on the whole fit's scale."""
+def _fold_scores(model, X_t: torch.Tensor, t: torch.Tensor, rows: np.ndarray,
+                 held: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The held rows' f under a fold model fitted on ``rows``, on the whole fit's scale, and
+    whether that model's solve reached its certificate."""
     if len(held) == 0:  # every held row a landmark: nothing to score
-        return np.zeros(0)
+        return np.zeros(0), True
     fold = clone(model).set_params(gamma=model.gamma_, nu=model.nu_, kernel=model.kernel_,
                                    n_components=model.n_components_, calibration=None, contamination="radius",
                                    warm_start=False, categorical=None, missing=None)
@@ -151,7 +160,8 @@ def _fold_scores(model, X_t: torch.Tensor, t: torch.Tensor, rows: np.ndarray, he
     X_fold = X_t[index]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SlowFitWarning)  # said once, by the whole fit
+        warnings.simplefilter("ignore", ConvergenceWarning)  # counted by cross_fitted, said once
         fold._fit_boundary(X_fold, t[index], backend=model.backend_.on_rows(X_fold))
     with torch.no_grad():
         f = fold._dissimilarity(X_t[torch.as_tensor(held, device=X_t.device)].to(fold.dual_coef_.dtype))
-    return f.double().cpu().numpy() - fold.aKa_ + model.aKa_
+    return f.double().cpu().numpy() - fold.aKa_ + model.aKa_, bool(fold.converged_)

@@ -271,18 +271,20 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                               if self.calibration == "auto" else "calibration=None")
         return self
 
-    def _fit_boundary(self, X_t: torch.Tensor, t: torch.Tensor, *, restart: bool = False, backend=None):
+    def _fit_boundary(self, X_t: torch.Tensor, t: torch.Tensor, *, restart: bool = False, backend=None,
+                      stacklevel: int = 3):
         """The boundary on features X_t with labels t: the dual solved, the boundary recovered and
         stored. ``backend``: a fitted map to solve on (a cross-fitting fold takes the whole fit's
         map on its rows, ``KernelBackend.on_rows``; its bandwidth and kernel are then this
-        estimator's ``gamma`` and ``kernel``, given as they were chosen)."""
+        estimator's ``gamma`` and ``kernel``, given as they were chosen). ``stacklevel``: where a
+        ``ConvergenceWarning`` points, counted from here (3: the caller of ``fit``)."""
         problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2)
         problem.check_range(X_t.dtype, scores_only=True)  # scores are computed in the features' dtype
         self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
             X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state), one_class=not bool((t < 0).any()))
-        estimate = self._choose_kernel(X_t)
+        estimate = self._choose_kernel(X_t, stacklevel=stacklevel + 2)  # warn_if_slow, _choose_kernel, here
         start = time.perf_counter()
-        backend = self._backend(X_t.shape[0]).fit(X_t) if backend is None else backend
+        backend = self._backend(X_t.shape[0], stacklevel + 1).fit(X_t) if backend is None else backend
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
         built = _synchronized_clock(X_t.device)
         if self.solver == "apg" and kernel_choice.shows_progress(estimate, X_t.shape[0], self.n_components_,
@@ -302,7 +304,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
         weights = None if backend.is_exact else ops.rmatvec64(operator.Z, result.alpha * t).to(X_t.dtype)
-        self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu)
+        self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu,
+                    stacklevel + 1)
         if not backend.is_exact:
             backend.release_factor()
         return self
@@ -434,7 +437,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         scale = 1.0 if self.gamma != "local" else LOCAL_GAMMA_SCALE_ONE_CLASS if one_class else LOCAL_GAMMA_SCALE
         return check_gamma(scale / median_sq, dtype)
 
-    def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None) -> float | None:
+    def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None, stacklevel: int = 4) -> float | None:
         """``kernel_`` and its budget ``n_components_`` (before ``_backend`` cuts it) for a fit on these
         rows (``n_rows`` of them in all: sharded, every rank's), said in the log when it changes; before
         an exact kernel on many rows, its estimated seconds (a warning when that is long:
@@ -446,23 +449,26 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             log.info(kernel_choice.describe(self.kernel_, self.n_components_, n))
         if self.kernel_ != "exact":
             return None
-        return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size, stacklevel=4)
+        return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size,
+                                          stacklevel=stacklevel)
 
-    def _backend(self, n: int) -> kernels.KernelBackend:
+    def _backend(self, n: int, stacklevel: int = 3) -> kernels.KernelBackend:
         """The kernel backend (``kernel_``) for n training samples, its budget (``n_components_``) cut to
         what it can build."""
         m = self.n_components_
         limit = kernels.max_components(self.kernel_, n)
         if limit is not None and m > limit:
             warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel_} takes its "
-                          f"landmarks from; using {limit}", stacklevel=3)
+                          f"landmarks from; using {limit}", stacklevel=stacklevel)
             m = limit
         self.n_components_ = m
         return kernels.make(self.kernel_, self.gamma_, m, self.random_state)
 
-    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float):
+    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float,
+               stacklevel: int = 3):
         """The fitted attributes from a solve; X_t (all rows) is needed for the
-        exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s)."""
+        exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s).
+        ``stacklevel``: the ``ConvergenceWarning``'s, counted from here."""
         # the approximation's columns (the factor itself is not kept: ``KernelBackend.release_factor``)
         self.factor_columns_ = None if feature_weights is None else int(feature_weights.shape[0])
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
@@ -497,7 +503,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             warnings.warn(f"{type(self).__name__} stopped without its certificate after {result.n_iter} "
                           f"iterations: {result.status}; relative gap {result.gap / abs(result.objective):.3g} "
                           f"(tol {self.tol:g}). Raise max_iter or loosen tol.{hint}",
-                          ConvergenceWarning, stacklevel=3)
+                          ConvergenceWarning, stacklevel=stacklevel)
         return self
 
     def _set_calibration(self, calibration: conformal.Calibration | None, why: str = "") -> None:
