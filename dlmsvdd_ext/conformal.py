@@ -13,8 +13,16 @@ exchangeable, P(p <= level) <= level for every level, in finite samples:
   of one batch share the calibration set, and are positively dependent, PRDS,
   which BH needs: see the paper).
 
+* the default threshold at ``contamination`` is the same rule, p <= contamination
+  (``Calibration.threshold``): a threshold on f that flags exactly the samples
+  ``fpr=contamination`` flags, so about that share of new normal samples.
+
 Both estimators (``dlmsvdd_ext.LpSVDD``, ``dlmsvdd.DLMSVDD``) keep a
-``Calibration`` and hand it the dissimilarities they compute.
+``Calibration`` and hand it the dissimilarities they compute. Its scores are
+out of sample (a model scores the rows it was fitted on lower than any new
+row): ``LpSVDD``'s are its training normals' cross-fitted scores
+(``dlmsvdd_ext.calibration_scores``), ``DLMSVDD``'s its validation normals',
+and ``calibrate(X_cal)`` takes normal samples the fit never trained on.
 """
 
 from __future__ import annotations
@@ -24,6 +32,30 @@ import warnings
 import numpy as np
 import scipy.stats
 import torch
+
+
+class TooFewCalibrationRows(UserWarning):
+    """A default threshold asked for a level below ``1 / (n_cal + 1)``: no p-value of the
+    calibration set can reach it, so the threshold flags more than the level asked."""
+
+
+def rows_needed(level: float) -> int:
+    """The fewest calibration normals whose smallest p-value, ``1 / (n + 1)``, is at most ``level``.
+
+    Parameters
+    ----------
+    level : float
+        A level in (0, 1).
+
+    Returns
+    -------
+    int
+        The smallest n with ``1 / (n + 1) <= level`` (99 for 0.01).
+    """
+    n = max(0, int(np.ceil(1.0 / level)) - 2)
+    while 1.0 / (n + 1) > level:  # the p-values' own float arithmetic decides, not 1 / level's rounding
+        n += 1
+    return n
 
 
 def _scores(values, name: str) -> np.ndarray:
@@ -109,11 +141,66 @@ class Calibration:
         if not 0.0 < value < 1.0:
             raise ValueError(f"{name} must be in (0, 1), got {level!r}")
         if value < self.min_level:
-            needed = int(np.ceil(1.0 / value)) - 1
             raise ValueError(f"{name}={value:g} is below 1/(n_cal + 1) = {self.min_level:.3g}, the smallest p-value "
-                             f"{self.n} calibration samples can give, so no sample could ever be flagged; a level "
-                             f"of {value:g} needs at least {needed} calibration normals (calibrate with more)")
+                             f"{self.n} calibration samples ({self.source}) can give, so no sample could ever be "
+                             f"flagged; a level of {value:g} needs at least {rows_needed(value)} calibration normals "
+                             "(calibrate with more)")
         return value
+
+    def threshold(self, level: float, name: str = "contamination", more: str = "calibrate with more",
+                  stacklevel: int = 2) -> float:
+        """The threshold on f of the rule p <= level: f above it is flagged, exactly where ``flags(f, fpr=level)``
+        flags, so a new normal sample is flagged with probability at most ``level`` (and close to it).
+
+        Below ``1 / (n + 1)`` no p-value reaches the level: the threshold is then the highest
+        calibration score, which flags about ``1 / (n + 1)`` of new normal samples, and a
+        ``TooFewCalibrationRows`` warning says so and how many calibration normals the level needs.
+
+        Parameters
+        ----------
+        level : float
+            The level in (0, 1).
+        name : str
+            The level's name for the warning ("contamination").
+        more : str
+            What would give more calibration normals, for the warning.
+        stacklevel : int
+            The warning's, as ``warnings.warn`` takes it (the caller's code, not the estimator's).
+
+        Returns
+        -------
+        float
+            The k-th highest calibration score, k the largest count with ``k / (n + 1) <= level``:
+            flag f strictly above it.
+        """
+        counts = np.arange(self.n)  # c calibration scores >= f give the p-value (1 + c) / (n + 1)
+        reached = int(np.count_nonzero((1.0 + counts) / (self.n + 1) <= level))  # in p_values' arithmetic
+        if reached == 0:
+            warnings.warn(f"{name}={level:g} is below 1/(n_cal + 1) = {self.min_level:.3g}, the smallest p-value "
+                          f"{self.n} calibration normals ({self.source}) can give: the threshold is the highest of "
+                          f"them, so about {self.min_level:.3g} of new normal samples will be flagged, not "
+                          f"{level:g}. {name}={level:g} needs at least {rows_needed(level)} calibration normals "
+                          f"({more})", TooFewCalibrationRows, stacklevel=stacklevel)
+            reached = 1
+        return float(self.scores[self.n - reached])
+
+    def rule(self, level: float) -> str:
+        """The name of the rule ``threshold(level)`` draws (an estimator's ``threshold_rule_``).
+
+        Parameters
+        ----------
+        level : float
+            The level, as ``threshold`` takes it.
+
+        Returns
+        -------
+        str
+            "<source>: p-value <= <level>", or, below ``1 / (n + 1)``, "<source>: above all <n>
+            (too few for p-value <= <level>)".
+        """
+        if level < self.min_level:
+            return f"{self.source}: above all {self.n} (too few for p-value <= {level:g})"
+        return f"{self.source}: p-value <= {level:g}"
 
     def flags(self, f, fpr=None, fdr=None) -> np.ndarray:
         """Which samples are flagged as anomalous: p <= fpr, or Benjamini-Hochberg at fdr over the batch.

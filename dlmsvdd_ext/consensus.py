@@ -110,7 +110,9 @@ class Consensus:
             draw = np.sort(np.random.default_rng(self.random_state).permutation(n)[:MAX_REFERENCE])
             keep = torch.as_tensor(draw, device=X_t.device)
         self.reference_ = X_t[keep]
-        self.boundary_ = LpSVDD(random_state=self.random_state, device=X_t.device).fit(self.reference_)
+        # its f is a member's score, never thresholded alone: no calibration of its own (calibration=None)
+        self.boundary_ = LpSVDD(random_state=self.random_state, device=X_t.device, calibration=None).fit(
+            self.reference_)
         # each fit row's position among the reference rows (-1: not one): its own neighbours leave it out
         itself = torch.full((n,), -1, dtype=torch.long, device=X_t.device)
         itself[keep] = torch.arange(len(keep), device=X_t.device)

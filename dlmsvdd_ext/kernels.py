@@ -21,6 +21,7 @@ landmarks never makes them worse.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -143,6 +144,27 @@ class KernelBackend:
     def operator(self, cache_size_mb: float | str = "auto") -> KernelOperator:
         return LowRankKernel(self.Z_)
 
+    def on_rows(self, X) -> "KernelBackend":
+        """This fitted map with its training factor on other rows X.
+
+        A copy that shares the map (landmarks or frequencies) and holds ``Z_ =
+        transform(X)``. Cross-fitting's fold models take it, so that a fold and the
+        whole fit score in one feature space (``dlmsvdd_ext.calibration_scores``).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            The rows (n, d) to build the factor on.
+
+        Returns
+        -------
+        KernelBackend
+            The copy, fitted.
+        """
+        other = copy.copy(self)
+        other.Z_ = other._training_factor(check_features(X))
+        return other
+
     def release_factor(self) -> None:
         """Forget the training factor ``Z_`` (n x m): scoring needs the map alone, and at
         N = 560,000, m = 256 the factor is 0.57 GB that a fitted model would otherwise hold."""
@@ -162,7 +184,7 @@ class KernelBackend:
         return False
 
     # Fitted state without the training data (Z_, X_): what transform needs.
-    _TRAINING_DATA = ("Z_", "X_", "pivots_")
+    _TRAINING_DATA = ("Z_", "X_", "pivots_", "landmark_rows_")
 
     def state_dict(self) -> dict:
         """The parameters and the fitted map (tensors and numbers), enough for
@@ -196,6 +218,21 @@ class ExactKernel(KernelBackend):
     def fit_transform(self, X):
         return self.fit(X).operator()
 
+    def on_rows(self, X) -> "ExactKernel":
+        """The exact kernel on other rows X (it has no map to share).
+
+        Parameters
+        ----------
+        X : torch.Tensor
+            The rows (n, d).
+
+        Returns
+        -------
+        ExactKernel
+            A new exact kernel, fitted on X.
+        """
+        return ExactKernel(self.gamma).fit(X)
+
     def operator(self, cache_size_mb: float | str = "auto"):
         return exact_rbf_operator(self.X_, self.gamma, cache_size_mb)
 
@@ -216,9 +253,12 @@ class _LandmarkKernel(KernelBackend):
     def max_components(n_samples: int) -> int | None:
         return n_samples
 
-    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, Z: torch.Tensor | None = None):
-        """Z: the training factor when the caller has it already (RPCholesky's L)."""
+    def _finish(self, X, landmarks: torch.Tensor, M: torch.Tensor, Z: torch.Tensor | None = None,
+                rows: np.ndarray | None = None):
+        """Z: the training factor when the caller has it already (RPCholesky's L); ``rows``: the
+        landmarks' rows among X (``landmark_rows_``; None: given apart from X, as a shard's are)."""
         self.landmarks_ = landmarks
+        self.landmark_rows_ = rows
         self.map_ = M.to(X.dtype)
         self.Z_ = self._training_factor(X) if Z is None else Z
         return self
@@ -247,9 +287,9 @@ class Nystrom(_LandmarkKernel):
 
     def fit(self, X):
         X = check_features(X)
-        rows = torch.as_tensor(self.landmark_indices(X.shape[0]), device=X.device)
-        U = X[rows].contiguous()
-        return self._fit_core(X, U, ops.rbf_gram(U, U, self.gamma))
+        indices = self.landmark_indices(X.shape[0])
+        U = X[torch.as_tensor(indices, device=X.device)].contiguous()
+        return self._fit_core(X, U, ops.rbf_gram(U, U, self.gamma), indices)
 
     def fit_landmarks(self, X, landmarks: torch.Tensor):
         """Fits on X with the given landmark features (a process's shard of the
@@ -258,12 +298,12 @@ class Nystrom(_LandmarkKernel):
         U = check_features(landmarks, "landmarks").to(X.dtype).contiguous()
         return self._fit_core(X, U, ops.rbf_gram(U, U, self.gamma))
 
-    def _fit_core(self, X, U, W):
+    def _fit_core(self, X, U, W, rows: np.ndarray | None = None):
         """W = K(U, U); the training factor is then mapped in blocks (_training_factor)."""
         w, V = torch.linalg.eigh(W.double())  # the core in float64
         keep = w > self.rtol * w.max()
         self.rank_ = int(keep.sum())
-        return self._finish(X, U, V[:, keep] / w[keep].sqrt())
+        return self._finish(X, U, V[:, keep] / w[keep].sqrt(), rows=rows)
 
 
 class RPCholesky(_LandmarkKernel):
@@ -297,7 +337,8 @@ class RPCholesky(_LandmarkKernel):
         L_p = L[pivots].double()  # lower triangular in pivot order
         eye = torch.eye(self.rank_, dtype=torch.float64, device=L.device)
         M = torch.linalg.solve_triangular(L_p, eye, upper=False).T  # L_P^(-T)
-        return self._finish(X, X[pivots].contiguous(), M, Z=L)  # exactly the factor; transform(X) equals it to rounding
+        # exactly the factor; transform(X) equals it to rounding
+        return self._finish(X, X[pivots].contiguous(), M, Z=L, rows=torch.as_tensor(pivots).cpu().numpy())
 
 
 class _SpectralKernel(KernelBackend):

@@ -53,6 +53,8 @@ CONSTRAINTS: dict[str, list] = {
     "warm_start": ["boolean"],
     "categorical": [list, None],  # table columns one-hot encoded although numeric (dlmsvdd_ext.tabular)
     "missing": [StrOptions({"impute"}), None],  # missing table cells: refused (None) or imputed
+    # the threshold's and the p-values' scores: cross-fitted training normals ("auto"), or none until calibrate
+    "calibration": [StrOptions({"auto"}), None],
 }
 
 

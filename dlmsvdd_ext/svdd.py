@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import conformal, explain, kernel_choice, kernels, ops, params, tabular
+from . import calibration_scores, conformal, explain, kernel_choice, kernels, ops, params, tabular
 from .placement import move_tensors
 from .progress import ProductProgress
 from .dual import DualProblem
@@ -48,6 +48,7 @@ LOCAL_GAMMA_SCALE = 2.0
 # rows held out of each task's training rows, never its test rows (18 sets x seeds 0-2, scales 2, 4,
 # 8, 16: mean 0.740, 0.753, 0.753, 0.745; issue 38, tests/benchmarks/adbench_unsupervised.py).
 LOCAL_GAMMA_SCALE_ONE_CLASS = 8.0
+NO_THRESHOLD = "none"  # threshold_rule_ of a fit without calibration normals: predict waits for calibrate
 
 
 def _features(X, name: str = "X", device=None) -> tuple[torch.Tensor, bool]:
@@ -138,13 +139,19 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         (default): half the memory free on the features' device when fitting
         (``kernel_operator.cache_bytes``).
     contamination : float in (0, 0.5] or "radius"
-        Where ``predict`` draws the line. A number: the fraction of the
-        training normals (y = +1) scored as anomalies; ``offset_`` is that
-        quantile of their ``score_samples``, as scikit-learn's and PyOD's
-        detectors do. Default 0.1 (PyOD's): a model fitted on normal data
-        calls 90% of it normal. "radius": the sphere of radius r (``offset_ =
-        -r^2``), the paper's boundary; at the paper's c = 1/n many normal
-        samples carry slack, so it can call most (or all) of them anomalous.
+        Where ``predict`` draws the line. A number: the share of new normal
+        rows called anomalous. ``offset_`` is the threshold of the conformal
+        rule p-value <= contamination against the calibration normals (the
+        cross-fitted training normals, see ``calibration``), so ``predict(X)``
+        flags what ``predict(X, fpr=contamination)`` flags: each new normal
+        row with probability at most contamination, and close to it. Default
+        0.1 (PyOD's). Not the share of the training rows: the boundary scores
+        the rows it was fitted on lower than new ones, so it flags fewer of
+        them. A level below 1/(n_cal + 1) warns (``TooFewCalibrationRows``) and
+        flags the rows above every calibration normal. "radius": the sphere of
+        radius r (``offset_ = -r^2``), the paper's boundary; at the paper's
+        c = 1/n many normal samples carry slack, so it can call most (or all)
+        of them anomalous.
     recovery : "kkt" or "paper"
         How r^2 and rho^2 are recovered (see ``dlmsvdd_ext.solver.recover_boundary``).
     random_state : int or None
@@ -162,6 +169,17 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         imputed with indicator columns. The rule is ``encoding_`` (None for
         numeric arrays without column names; tensors are taken as they are);
         ``n_features_in_`` counts the encoded columns.
+    calibration : "auto" or None
+        The out-of-sample scores the threshold and the p-values are drawn
+        from (``dlmsvdd_ext.calibration_scores``). "auto" (default): the
+        training normals' cross-fitted scores, each from a model fitted
+        without its fold of normals (5 folds, until 1000 normals are scored);
+        from 20,000 training normals on, 1000 normals held out of the fit
+        instead (``calibration_rows_``: their rows). ``predict(X, fpr=...)``
+        then works after ``fit``. None: none at fit (the training driver and
+        the consensus, which calibrate on held-out rows of their own or need
+        no threshold): ``predict`` and the p-values wait for
+        ``calibrate(X_cal)``.
 
     Notes
     -----
@@ -177,12 +195,13 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     gives +1 where it is >= 0 (normal), -1 elsewhere; ``threshold_rule_``
     names that rule.
 
-    Conformal decisions (``dlmsvdd_ext.conformal``): ``calibrate(X_cal)`` with
-    normal samples the fit never trained on (a refit forgets them); then
-    ``p_values(X)``, ``predict(X, fpr=...)`` (each normal sample flagged with
-    probability at most fpr), ``predict(X, fdr=...)`` (Benjamini-Hochberg on
-    the batch) and ``predict_proba`` (columns normal, anomaly: p and 1 - p).
-    ``calibration_`` holds the calibration scores; ``n_calibration_`` and
+    Conformal decisions (``dlmsvdd_ext.conformal``), against the cross-fitted
+    training normals after ``fit`` (``calibrate(X_cal)`` with normal samples the
+    fit never trained on replaces them; a refit forgets them): ``p_values(X)``,
+    ``predict(X, fpr=...)`` (each normal sample flagged with probability at
+    most fpr), ``predict(X, fdr=...)`` (Benjamini-Hochberg on the batch) and
+    ``predict_proba`` (columns normal, anomaly: p and 1 - p). ``calibration_``
+    holds the calibration scores; ``n_calibration_`` and
     ``calibration_source_`` say how many and from where.
     """
 
@@ -190,7 +209,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="local", kernel="auto", n_components=256,
                  solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1, recovery="kkt",
-                 random_state=None, device=None, warm_start=False, categorical=None, missing=None):
+                 random_state=None, device=None, warm_start=False, categorical=None, missing=None,
+                 calibration="auto"):
         self.p = p
         self.nu = nu
         self.c1 = c1
@@ -209,6 +229,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.warm_start = warm_start
         self.categorical = categorical
         self.missing = missing
+        self.calibration = calibration
 
     def _check_params(self):
         params.check(self.get_params())
@@ -241,13 +262,30 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.encoding_, X = tabular.fitted(X, self.categorical, self.missing)
         X_t, _ = _features(X, device=self.device)
         t = _labels(y, X_t.shape[0], X_t)
+        self.calibration_rows_ = None
+        if self.calibration == "auto":  # the boundary, and out-of-sample scores of training normals
+            calibration = calibration_scores.fit(self, X_t, t, restart=restart)
+        else:
+            self._fit_boundary(X_t, t, restart=restart)
+            calibration = None
+        self._set_calibration(calibration, "the fit had fewer than 2 normal rows to cross-fit"
+                              if self.calibration == "auto" else "calibration=None")
+        return self
+
+    def _fit_boundary(self, X_t: torch.Tensor, t: torch.Tensor, *, restart: bool = False, backend=None,
+                      stacklevel: int = 3):
+        """The boundary on features X_t with labels t: the dual solved, the boundary recovered and
+        stored. ``backend``: a fitted map to solve on (a cross-fitting fold takes the whole fit's
+        map on its rows, ``KernelBackend.on_rows``; its bandwidth and kernel are then this
+        estimator's ``gamma`` and ``kernel``, given as they were chosen). ``stacklevel``: where a
+        ``ConvergenceWarning`` points, counted from here (3: the caller of ``fit``)."""
         problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2)
         problem.check_range(X_t.dtype, scores_only=True)  # scores are computed in the features' dtype
         self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
             X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state), one_class=not bool((t < 0).any()))
-        estimate = self._choose_kernel(X_t)
+        estimate = self._choose_kernel(X_t, stacklevel=stacklevel + 2)  # warn_if_slow, _choose_kernel, here
         start = time.perf_counter()
-        backend = self._backend(X_t.shape[0]).fit(X_t)
+        backend = self._backend(X_t.shape[0], stacklevel + 1).fit(X_t) if backend is None else backend
         operator = backend.operator(self.cache_size)  # the exact kernel is materialised here when it fits
         built = _synchronized_clock(X_t.device)
         if self.solver == "apg" and kernel_choice.shows_progress(estimate, X_t.shape[0], self.n_components_,
@@ -267,13 +305,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.solve_seconds_ = _synchronized_clock(X_t.device) - built
         # With a factor Z, k(x)^T a = z(x)^T (Z^T a): scoring costs O(m) per point.
         weights = None if backend.is_exact else ops.rmatvec64(operator.Z, result.alpha * t).to(X_t.dtype)
-        self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu)
-        if self.contamination != "radius":
-            normal = t > 0
-            self_similarity = 1.0 if diag is None else diag[normal]
-            solver_scores = -(self_similarity - 2.0 * result.Ka[normal] + boundary.aKa)  # float64, free
-            # the normal rows by index: X_t[normal] would copy nearly all of X (1.8 GB at N = 1e6)
-            self.offset_ = self._quantile(self._banded_scores(X_t, torch.nonzero(normal).flatten(), solver_scores))
+        self._store(X_t, t, result.alpha, backend, weights, result, boundary, X_t.shape[1], problem.nu,
+                    stacklevel + 1)
         if not backend.is_exact:
             backend.release_factor()
         return self
@@ -379,8 +412,10 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             X_all, weights = None, shard.sum(op.local.T @ a_local).to(X_t.dtype)
         self._store(X_all, t_all, shard.gather(result.alpha), backend, weights, result, boundary, X_t.shape[1],
                     problem.nu)
-        if self.contamination != "radius":  # every rank scores its rows; the quantile is over all normals
-            self.offset_ = self._quantile(shard.gather(self.score_samples(X_t))[t_all > 0])
+        # no cross-fitting across processes (a fold would be a fit on a subset of every shard): the
+        # training rows' own scores are in-sample, so the threshold waits for held-out normals
+        self.calibration_rows_ = None
+        self._set_calibration(None, "fit_sharded does not cross-fit")
         if not backend.is_exact:
             backend.release_factor()
         return self
@@ -403,7 +438,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         scale = 1.0 if self.gamma != "local" else LOCAL_GAMMA_SCALE_ONE_CLASS if one_class else LOCAL_GAMMA_SCALE
         return check_gamma(scale / median_sq, dtype)
 
-    def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None) -> float | None:
+    def _choose_kernel(self, X_t: torch.Tensor, n_rows: int | None = None, stacklevel: int = 4) -> float | None:
         """``kernel_`` and its budget ``n_components_`` (before ``_backend`` cuts it) for a fit on these
         rows (``n_rows`` of them in all: sharded, every rank's), said in the log when it changes; before
         an exact kernel on many rows, its estimated seconds (a warning when that is long:
@@ -415,23 +450,26 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             log.info(kernel_choice.describe(self.kernel_, self.n_components_, n))
         if self.kernel_ != "exact":
             return None
-        return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size, stacklevel=4)
+        return kernel_choice.warn_if_slow(n, X_t.shape[1], X_t.dtype, X_t.device, self.cache_size,
+                                          stacklevel=stacklevel)
 
-    def _backend(self, n: int) -> kernels.KernelBackend:
+    def _backend(self, n: int, stacklevel: int = 3) -> kernels.KernelBackend:
         """The kernel backend (``kernel_``) for n training samples, its budget (``n_components_``) cut to
         what it can build."""
         m = self.n_components_
         limit = kernels.max_components(self.kernel_, n)
         if limit is not None and m > limit:
             warnings.warn(f"n_components = {m} exceeds the {n} training samples that {self.kernel_} takes its "
-                          f"landmarks from; using {limit}", stacklevel=3)
+                          f"landmarks from; using {limit}", stacklevel=stacklevel)
             m = limit
         self.n_components_ = m
         return kernels.make(self.kernel_, self.gamma_, m, self.random_state)
 
-    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float):
+    def _store(self, X_t, t, alpha, backend, feature_weights, result, boundary, n_features: int, nu: float,
+               stacklevel: int = 3):
         """The fitted attributes from a solve; X_t (all rows) is needed for the
-        exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s)."""
+        exact kernel only. Scoring runs in the features' dtype (``dual_coef_``'s).
+        ``stacklevel``: the ``ConvergenceWarning``'s, counted from here."""
         # the approximation's columns (the factor itself is not kept: ``KernelBackend.release_factor``)
         self.factor_columns_ = None if feature_weights is None else int(feature_weights.shape[0])
         self.support_ = torch.nonzero(alpha > 0).flatten().cpu().numpy()
@@ -456,9 +494,6 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.aKa_ = boundary.aKa
         self.r2_, self.rho2_ = boundary.r2, boundary.rho2
         self.b_normal_, self.b_anomaly_ = boundary.b_normal, boundary.b_anomaly
-        self.offset_ = -self.r2_  # contamination="radius"; otherwise fit replaces it (_quantile)
-        self.threshold_rule_ = self._rule()
-        self.calibration_ = None  # calibration scores of an earlier boundary mean nothing for this one
         self.n_features_in_ = n_features
         if not result.converged:
             # APG's single step size meets the penalty alpha^q's curvature, which
@@ -469,37 +504,28 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             warnings.warn(f"{type(self).__name__} stopped without its certificate after {result.n_iter} "
                           f"iterations: {result.status}; relative gap {result.gap / abs(result.objective):.3g} "
                           f"(tol {self.tol:g}). Raise max_iter or loosen tol.{hint}",
-                          ConvergenceWarning, stacklevel=3)
+                          ConvergenceWarning, stacklevel=stacklevel)
         return self
 
-    QUANTILE_BAND = 64  # training normals on either side of the quantile that are re-scored
+    def _set_calibration(self, calibration: conformal.Calibration | None, why: str = "") -> None:
+        """The calibration normals' scores and the threshold ``contamination`` draws from them
+        (``offset_``, ``threshold_rule_``): the rule p-value <= contamination
+        (``conformal.Calibration.threshold``), so that ``predict(X)`` flags exactly what
+        ``predict(X, fpr=contamination)`` does. Without calibration normals (``why`` says why)
+        there is no threshold but the sphere's: ``offset_`` holds -r^2 (a finite number, as saved
+        files must hold) and ``predict`` asks for ``calibrate(X_cal)`` (``threshold_rule_`` says so)."""
+        self.calibration_ = calibration
+        if self.contamination == "radius":
+            self.offset_, self.threshold_rule_ = -self.r2_, "radius"
+        elif calibration is None:
+            self.offset_, self.threshold_rule_ = -self.r2_, f"{NO_THRESHOLD} ({why})"
+        else:
+            # the warning names the caller of fit or calibrate: threshold, this, fit, the caller
+            self.offset_ = -calibration.threshold(self.contamination, "contamination", calibration_scores.MORE, 4)
+            self.threshold_rule_ = calibration.rule(self.contamination)
 
-    def _banded_scores(self, X_t: torch.Tensor, normal_rows: torch.Tensor, solver_scores: torch.Tensor) -> np.ndarray:
-        """The training normals' scores as ``score_samples`` gives them, where
-        that decides the quantile: the solver's float64 scores (-(1 - 2 K a +
-        a^T K a), already computed) with the ``QUANTILE_BAND`` samples on
-        either side of the quantile re-scored by ``score_samples`` (one kernel
-        product of the whole set would cost as much as a solver iteration, and
-        far more for an approximation's feature map). The two paths differ by
-        rounding (1e-7 in float32), so predict on the training data flags the
-        contamination fraction exactly unless more than QUANTILE_BAND normals
-        score within that rounding of the quantile. ``normal_rows``: the
-        indices in ``X_t`` (all training rows) of the normals ``solver_scores`` holds."""
-        scores = solver_scores.detach().cpu().numpy().astype(np.float64)
-        k = int(np.floor(self.contamination * (len(scores) - 1)))
-        band = np.argsort(scores, kind="stable")[max(0, k - self.QUANTILE_BAND): k + self.QUANTILE_BAND + 2]
-        rows = normal_rows[torch.as_tensor(band, device=normal_rows.device)]
-        scores[band] = self.score_samples(X_t[rows]).detach().cpu().numpy()
-        return scores
-
-    def _quantile(self, normal_scores) -> float:
-        """offset_ from the training normals' score_samples: their ``contamination``
-        quantile (that fraction of them falls below it), as IsolationForest does."""
-        scores = normal_scores.detach().cpu().numpy() if isinstance(normal_scores, torch.Tensor) else normal_scores
-        return float(np.percentile(np.asarray(scores, dtype=np.float64), 100.0 * self.contamination))
-
-    def _rule(self) -> str:
-        """The default rule of predict, from contamination."""
+    def _legacy_rule(self) -> str:
+        """The rule of a state saved before ``threshold_rule_`` was kept: its contamination's then."""
         if self.contamination == "radius":
             return "radius"
         return f"training normals' {1 - self.contamination:g} quantile"
@@ -660,12 +686,14 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             The decision value of every row, the same kind of array as X.
         """
         f, numpy_like = self._scored(X)
-        return self._out(-f - self.offset_, numpy_like)
+        return self._out(-f - self._offset(), numpy_like)
 
     def predict(self, X, *, fpr=None, fdr=None):
         """+1 (normal) where ``decision_function`` >= 0, -1 (anomaly) elsewhere.
 
-        ``threshold_rule_`` names the rule; ``fpr`` and ``fdr`` need ``calibrate``.
+        ``threshold_rule_`` names the rule (by default p-value <= ``contamination``
+        against the cross-fitted training normals); ``fpr`` and ``fdr`` use the same
+        calibration normals.
 
         Parameters
         ----------
@@ -681,20 +709,25 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         numpy.ndarray or torch.Tensor
             +1 or -1 per row, the same kind of array as X.
         """
-        f, numpy_like = self._scored(X)
         if fpr is None and fdr is None:
-            labels = torch.where(-f - self.offset_ >= 0, 1, -1)
+            offset = self._offset()  # refused before scoring, not after
+            f, numpy_like = self._scored(X)
+            labels = torch.where(-f - offset >= 0, 1, -1)
         else:
-            flags = self._calibration().flags(f, fpr=fpr, fdr=fdr)
+            calibration = self._calibration()
+            f, numpy_like = self._scored(X)
+            flags = calibration.flags(f, fpr=fpr, fdr=fdr)
             labels = torch.as_tensor(np.where(flags, -1, 1), device=f.device)
         return self._out(labels, numpy_like)
 
     # ---- conformal p-values (dlmsvdd_ext.conformal)
 
     def calibrate(self, X_cal, y=None, *, source: str = "calibrate(X_cal)"):
-        """Keep the dissimilarities of normal samples the fit never trained on.
+        """Keep the dissimilarities of normal samples the fit never trained on, in place of the
+        cross-fitted training normals'.
 
-        ``p_values`` and the ``fpr`` / ``fdr`` decisions use them; a refit forgets them.
+        ``p_values``, the ``fpr`` / ``fdr`` decisions and the default threshold at
+        ``contamination`` (``offset_``) use them; a refit forgets them.
 
         Parameters
         ----------
@@ -712,7 +745,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         f, _ = self._scored(X_cal)
         conformal.normal_only(y, f.shape[0])
-        self.calibration_ = conformal.Calibration(f, source)
+        self._set_calibration(conformal.Calibration(f, source))
         return self
 
     def _calibration(self) -> conformal.Calibration:
@@ -720,6 +753,13 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if getattr(self, "calibration_", None) is None:
             raise conformal.missing(type(self).__name__)
         return self.calibration_
+
+    def _offset(self) -> float:
+        """``offset_``, refused (``conformal.NotCalibrated``) while there is none."""
+        check_is_fitted(self, "dual_coef_")
+        if self.threshold_rule_.startswith(NO_THRESHOLD):
+            raise conformal.missing(type(self).__name__, f" and so no threshold: {self.threshold_rule_}")
+        return self.offset_
 
     @property
     def n_calibration_(self) -> int:
@@ -824,7 +864,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         model.stalled_, model.nu_ = False, model.nu
         # States saved before distance_scores_ scored spectral maps with k(x, x) = 1 (their offset_ too): kept.
         model.distance_scores_ = False
-        model.threshold_rule_ = model._rule()  # states saved before it was kept: their contamination's
+        model.threshold_rule_ = model._legacy_rule()  # states saved before it was kept: their contamination's
         # states saved before kernel="auto" named the kernel their parameter gave
         model.kernel_ = state["params"].get("kernel", "exact")
         for k, v in state["scalars"].items():
@@ -836,6 +876,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         reference = state.get("reference")  # absent from states saved before explain: it then takes reference=
         model.reference_ = None if reference is None else reference.to(device)
         model.calibration_ = conformal.Calibration.from_state_dict(state.get("calibration"))  # absent: older states
+        model.calibration_rows_ = None  # rows of the training set: not kept
         model.encoding_ = state.get("encoding") and tabular.TableEncoding.from_dict(state["encoding"])
         if state["backend"] is None:
             model.backend_ = kernels.make("exact", model.gamma_)

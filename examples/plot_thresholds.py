@@ -2,13 +2,13 @@
 Thresholds and decisions, side by side
 ======================================
 
-A score needs a line to become a decision. Four lines on the same test
+A score needs a line to become a decision. Three lines on the same test
 scores: the threshold ``fit`` chose (the middle of the validation gap of
 maximal balanced accuracy, since validation holds anomalies), the
-``contamination`` quantile of the validation normals (the threshold without
-validation anomalies), the conformal false-positive-rate rule
-``predict(X, fpr=0.1)`` and Benjamini-Hochberg's false-discovery-rate rule
-``predict(X, fdr=0.1)`` over the batch.
+conformal false-positive-rate rule ``predict(X, fpr=0.1)`` (the threshold
+``fit`` sets without validation anomalies: p-value <= ``contamination``
+over the validation normals) and Benjamini-Hochberg's false-discovery-rate
+rule ``predict(X, fdr=0.1)`` over the batch.
 """
 
 # %%
@@ -30,15 +30,10 @@ print(f"{model.n_calibration_} calibration normals ({model.calibration_source_})
       f"threshold_ {model.threshold_:.4g} ({model.threshold_rule_})")
 
 # %%
-# The four decisions
-# ------------------
-# The quantile rule is computed here from the calibration scores, as ``fit``
-# sets it when validation has no anomalies (``1 - contamination`` quantile of
-# the validation normals' f).
-quantile = np.percentile(model.calibration_.scores, 100 * (1 - model.config.contamination))
+# The three decisions
+# -------------------
 decisions = {
     "threshold_": model.predict(X[test]) < 0,
-    "contamination quantile": f >= quantile,
     "fpr = 0.1 (conformal)": model.predict(X[test], fpr=0.1) < 0,
     "fdr = 0.1 (Benjamini-Hochberg)": model.predict(X[test], fdr=0.1) < 0,
 }
@@ -56,7 +51,7 @@ fig, (ax_f, ax_r) = plt.subplots(1, 2, figsize=(11, 4))
 bins = np.geomspace(max(f.min(), 1e-4), f.max(), 40)
 ax_f.hist(f[normal], bins=bins, alpha=0.6, label="test normals")
 ax_f.hist(f[~normal], bins=bins, alpha=0.6, label="test anomalies")
-for (name, flagged), color in zip(decisions.items(), ("k", "C2", "C3", "C4")):
+for (name, flagged), color in zip(decisions.items(), ("k", "C3", "C4")):
     ax_f.axvline(f[flagged].min(), color=color, ls="--", lw=1.2, label=name)
 ax_f.set(xscale="log", xlabel="f(x) (dissimilarity)", ylabel="images", title="test scores and where each rule cuts")
 ax_f.legend(fontsize=7)

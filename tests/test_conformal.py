@@ -84,13 +84,14 @@ def test_false_positive_rate_is_at_most_the_level(pool_scores, level, n_cal):
 
 
 def test_contamination_quantile_promises_no_rate(pool):
-    """What the test above guards against: the default rule's training quantile,
-    on a small training set, flags fresh normals at a rate that is not its level
-    (so the conformal test's tolerance is seen to tell the two apart)."""
+    """What the test above guards against: a quantile of the training normals' own scores
+    (the default rule until issue 46), on a small training set, flags fresh normals at a
+    rate that is not its level (so the conformal test's tolerance is seen to tell the two
+    apart)."""
     X_normal, _ = pool
     small = LpSVDD(random_state=0, contamination=0.05).fit(X_normal[:30])
-    assert small.threshold_rule_ == "training normals' 0.95 quantile"
-    rate = np.mean(small.predict(X_normal[30:10030]) == -1)
+    in_sample = np.percentile(small.dissimilarity(X_normal[:30]), 95)
+    rate = np.mean(small.dissimilarity(X_normal[30:10030]) > in_sample)
     se = np.sqrt(0.05 * 0.95 / 10000)
     assert abs(rate - 0.05) > 4 * se, rate
 
@@ -155,19 +156,29 @@ def test_p_values_of_normals_are_uniform(model, pool):
 
 def test_refusals(pool):
     X_normal, _ = pool
-    model = LpSVDD(random_state=0).fit(X_normal[:100])
+    model = LpSVDD(random_state=0, calibration=None).fit(X_normal[:100])  # no cross-fitted calibration
     with pytest.raises(ValueError, match="no calibration normals.*calibrate"):
         model.p_values(X_normal[:5])
     with pytest.raises(ValueError, match="no calibration normals"):
         model.predict(X_normal[:5], fpr=0.1)
     with pytest.raises(ValueError, match="no calibration normals"):
         model.predict_proba(X_normal[:5])
+    with pytest.raises(ValueError, match=r"no calibration normals and so no threshold: none \(calibration=None\)"):
+        model.predict(X_normal[:5])
+    with pytest.raises(ValueError, match="no threshold"):
+        model.decision_function(X_normal[:5])
     assert model.n_calibration_ == 0 and model.calibration_source_ is None
     # as scikit-learn's available_if: its generic checks call predict_proba where hasattr finds it
     assert not hasattr(model, "predict_proba")
     with pytest.raises(ValueError, match="1 sample.*not labelled normal"):
         model.calibrate(X_normal[100:110], y=np.r_[np.ones(9), -1])
+    with pytest.warns(UserWarning, match=r"contamination=0.1 is below 1/\(n_cal \+ 1\) = 0.125.*highest.*needs at "
+                                         r"least 9 calibration normals"):
+        model.calibrate(X_normal[100:107])  # 7: the default threshold flags above all of them, and says so
+    assert model.threshold_rule_ == "calibrate(X_cal): above all 7 (too few for p-value <= 0.1)"
+    assert -model.offset_ == model.dissimilarity(X_normal[100:107]).max()
     model.calibrate(X_normal[100:119], y=np.ones(19))
+    assert model.threshold_rule_ == "calibrate(X_cal): p-value <= 0.1"  # 2 of 20 below it: reached
     # 19 calibration samples: p >= 1/20, so 0.01 cannot be reached; it needs 99
     with pytest.raises(ValueError, match=r"fpr=0.01 is below 1/\(n_cal \+ 1\) = 0.05.*at least 99 calibration"):
         model.predict(X_normal[:5], fpr=0.01)
@@ -181,6 +192,8 @@ def test_refusals(pool):
             model.predict(X_normal[:5], fpr=bad)
     model.fit(X_normal[:50])  # a new boundary: the old calibration scores mean nothing for it
     assert model.n_calibration_ == 0
+    model.set_params(calibration="auto").fit(X_normal[:50])  # the default: its own cross-fitted ones
+    assert (model.n_calibration_, model.calibration_source_) == (50, "cross-fitted training normals")
 
 
 def test_calibration_survives_state_dict(model, pool):
@@ -242,7 +255,9 @@ def test_dlmsvdd_is_calibrated_on_its_validation_normals(deep, digits):
     np.testing.assert_array_equal(deep.predict(X, fpr=0.1), np.where(deep.p_values(X) <= 0.1, -1, 1))
     proba = deep.predict_proba(X)
     np.testing.assert_allclose(proba, np.column_stack([deep.p_values(X), 1 - deep.p_values(X)]))
-    assert deep.threshold_rule_ == "validation normals' 0.9 quantile"
+    assert deep.threshold_rule_ == "validation normals: p-value <= 0.1"
+    # the default threshold is the rule fpr=contamination applies, on the same calibration normals
+    np.testing.assert_array_equal(deep.predict(X), deep.predict(X, fpr=0.1))
     np.testing.assert_array_equal(deep.predict(X), np.where(deep.dissimilarity(X) >= deep.threshold_, -1, 1))
     with pytest.raises(ValueError, match=r"fpr=0.01 is below 1/\(n_cal \+ 1\).*60 calibration samples.*at least 99"):
         deep.predict(X, fpr=0.01)

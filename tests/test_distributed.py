@@ -36,7 +36,8 @@ def problem_data(sort_labels: bool):
 def fitted_summary(model: LpSVDD, X_test) -> dict:
     return {"objective": model.objective_, "gap": model.gap_, "b_normal": model.b_normal_,
             "b_anomaly": model.b_anomaly_, "gamma": model.gamma_, "n_iter": model.n_iter_,
-            "alpha": torch.as_tensor(model.alpha_), "f_test": model.dissimilarity(X_test)}
+            "alpha": torch.as_tensor(model.alpha_), "f_test": model.dissimilarity(X_test),
+            "threshold_rule": model.threshold_rule_}
 
 
 def _rank_main(rank: int, init_file: str, out_dir: str):
@@ -92,6 +93,20 @@ def test_sharded_solver_matches_the_single_process_one(sharded, case):
     assert single["gap"] > 1e-9 * abs(single["objective"])
     torch.testing.assert_close(got["alpha"], single["alpha"], rtol=1e-6, atol=1e-9)
     torch.testing.assert_close(got["f_test"], single["f_test"], rtol=1e-6, atol=1e-9)
+
+
+def test_a_sharded_fit_leaves_the_threshold_to_held_out_normals(sharded):
+    """No cross-fitting across processes: the training rows' own scores are in-sample (issue 46), so
+    there is no threshold until calibrate(X_cal); the single-process fit cross-fits."""
+    for case in CASES:
+        assert sharded[0][case]["threshold_rule"] == "none (fit_sharded does not cross-fit)"
+    X, y, X_test = problem_data(False)
+    model = LpSVDD(kernel="exact", solver="pairwise", **OPTIONS).fit(X, y)
+    model._set_calibration(None, "fit_sharded does not cross-fit")  # the state fit_sharded leaves
+    with pytest.raises(ValueError, match="no threshold: none \\(fit_sharded does not cross-fit\\).*calibrate"):
+        model.predict(X_test)
+    model.calibrate(X_test[:50])
+    assert model.threshold_rule_ == "calibrate(X_cal): p-value <= 0.1" and model.predict(X_test).shape == (len(X_test),)
 
 
 def test_shard_collectives(sharded):

@@ -44,13 +44,15 @@ def test_without_labels_the_score_is_the_consensus_of_the_given_rows_and_nothing
     assert model.input_consensus_.weight == 0.0
     assert len(model.history_) == 1 and "omega_loss" not in model.history_[0]  # the network is not trained
     assert model.self_labelled_ == 0
-    reference = Consensus(random_state=3).fit(np.r_[X, V].astype(np.float64))
+    reference = Consensus(random_state=3).fit(X.astype(np.float64))  # the training rows alone
     np.testing.assert_allclose(model.dissimilarity(Z), reference.dissimilarity(Z.astype(np.float64)) / 3,
                                rtol=1e-6, atol=1e-6)
-    # the rows fit was given are scored without themselves: the threshold is the validation rows' quantile
-    own = reference.fit_scores_ / 3
-    np.testing.assert_allclose(model.decision_scores_, own[:len(X)], rtol=1e-6, atol=1e-6)
-    assert model.threshold_ == pytest.approx(np.percentile(own[len(X):], 90.0), rel=1e-6)
+    # the training rows are scored without themselves; the validation rows as new rows, and they calibrate
+    np.testing.assert_allclose(model.decision_scores_, reference.fit_scores_ / 3, rtol=1e-6, atol=1e-6)
+    validation = reference.dissimilarity(V.astype(np.float64)) / 3
+    np.testing.assert_allclose(model.calibration_.scores, np.sort(validation), rtol=1e-6, atol=1e-6)
+    # the threshold: p-value <= 0.1 over the 60 validation scores, 6 of 61: above the 6th highest
+    assert model.threshold_ == pytest.approx(np.sort(validation)[-6], rel=1e-6)
 
 
 def test_with_labels_the_deep_models_robust_z_score_joins_the_consensus(split):
@@ -60,7 +62,7 @@ def test_with_labels_the_deep_models_robust_z_score_joins_the_consensus(split):
     deep = DLMSVDD(**FAST, input_consensus=False).fit(train, val)  # the same training: the consensus comes after
     assert model.input_consensus_.weight == 1.0 and deep.input_consensus_ is None
     assert len(model.history_) == FAST["epochs"] + 1
-    consensus = Consensus(random_state=3).fit(np.r_[X, V].astype(np.float64))
+    consensus = Consensus(random_state=3).fit(X.astype(np.float64))
     expected = numpy_robust_z(deep.dissimilarity(train), deep.dissimilarity(Z)) \
         + consensus.dissimilarity(Z.astype(np.float64)) / 3
     np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
@@ -68,12 +70,19 @@ def test_with_labels_the_deep_models_robust_z_score_joins_the_consensus(split):
 
 
 def test_an_array_fits_decision_scores_are_every_row_in_order_without_itself():
+    from dlmsvdd import protocols
+
     X = rows(4, n=300, anomalies=6)
     model = DLMSVDD(**FAST).fit(X)
-    reference = Consensus(random_state=3).fit(model.preprocess(X).double())
-    # the fit's own rows (training and validation) are the consensus's fit rows, in another order
-    np.testing.assert_allclose(np.sort(model.decision_scores_), np.sort(reference.fit_scores_ / 3),
-                               rtol=1e-6, atol=1e-6)
+    train, val = protocols.train_val_split(protocols.Split(np.arange(300), np.ones(300, int)), 0.2, 3,
+                                           anomalies=False)  # the array's split (vectors: validation normals)
+    inputs = model.preprocess(X).double()
+    reference = Consensus(random_state=3).fit(inputs[train.indices])
+    # the training rows are the consensus's fit rows, each without itself; the validation rows new rows
+    np.testing.assert_allclose(model.decision_scores_[train.indices], reference.fit_scores_ / 3, rtol=1e-6,
+                               atol=1e-6)
+    np.testing.assert_allclose(model.decision_scores_[val.indices],
+                               reference.dissimilarity(inputs[val.indices]) / 3, rtol=1e-6, atol=1e-6)
     assert model.decision_scores_[:6].min() > np.percentile(model.decision_scores_, 90)  # the shifted rows
     assert (model.labels_ == (model.decision_scores_ >= model.threshold_)).all()
 

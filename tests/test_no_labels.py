@@ -57,7 +57,7 @@ def test_the_default_fits_without_labels(unlabelled):
         assert model.self_labelled_ == 0 and model.input_consensus_.weight == 0 and model.svdd_.nu_ == 1.0
     else:  # self-labelling: 5% of the 480 training rows (the rest validate) labelled anomalous: nu="auto" is 1.2
         assert model.self_labelled_ == 24 and model.svdd_.nu_ == 1.2
-    assert "normals' 0.9 quantile" in model.threshold_rule_
+    assert model.threshold_rule_ == "validation normals: p-value <= 0.1"
     assert model.n_calibration_ > 0 and model.calibration_source_ == "validation normals"
     flagged = (model.predict(_gaussian(2000, seed=1)) == -1).mean()
     assert 0.03 < flagged < 0.2  # about the contamination, 0.1, of fresh normal rows
@@ -96,12 +96,12 @@ def test_without_labels_no_validation_auroc_exists_and_the_last_epoch_is_kept(un
     """The criterion without labelled anomalies (issue 38, goal 5): validation holds normal rows
     only (self-labels train, they never validate), so no epoch is chosen on a label: the last
     epoch stays (by default none trains: the input consensus alone scores), and the threshold is
-    the validation normals' quantile."""
+    the conformal rule over the validation normals."""
     model, _ = unlabelled
     assert all("val_auroc" not in row for row in model.history_)
     last = 0 if model.config.input_consensus else FAST["epochs"]
     assert model.best_epoch_ == last == model.history_[-1]["epoch"]
-    assert model.threshold_rule_ == "validation normals' 0.9 quantile"
+    assert model.threshold_rule_ == "validation normals: p-value <= 0.1"
 
 
 def test_all_normal_labels_are_the_same_fit_and_labels_still_take_the_paper_nu():

@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from dlmsvdd import datasets, metrics, tasks
 from dlmsvdd.training.config import TrainConfig
+from dlmsvdd.training import thresholds
 from dlmsvdd.training.models import SmallCNN
 from dlmsvdd.training.trainer import DLMSVDD, margin_violation_loss
 
@@ -206,20 +207,26 @@ def _normals_only(split):
     return torch.utils.data.Subset(split, np.flatnonzero(split.targets > 0))
 
 
-def test_threshold_without_validation_anomalies_is_a_quantile_of_normal_scores(task):
+def test_threshold_without_validation_anomalies_is_the_conformal_rule_on_normal_scores(task):
     """Without anomalies in validation the threshold was r^2, which called every
-    test sample anomalous (balanced accuracy 0.5); now the 90% quantile of the
-    held-out normals' scores."""
+    test sample anomalous (balanced accuracy 0.5); then the 90% quantile of the
+    held-out normals' scores; now (issue 46) the rule p-value <= 0.1 over them:
+    above the smallest validation score t with (1 + #{scores > t}) / (n + 1) <= 0.1."""
     val = _normals_only(task.val)
     model = DLMSVDD(_config(frozen=True)).fit(task.train, val)
     assert model.evaluate(task.test)["balanced_accuracy"] > 0.75
-    assert abs((model.predict(val) == -1).mean() - 0.1) <= 1 / len(val)
-    assert model.threshold_rule_ == "validation normals' 0.9 quantile"
-    assert model.threshold_ == np.percentile(model.dissimilarity(val), 90)
-    # no validation at all: the training normals' quantile; "radius": the sphere, on request
-    alone = DLMSVDD(_config(frozen=True, contamination=0.05)).fit(task.train)
+    assert model.threshold_rule_ == "validation normals: p-value <= 0.1"
+    f_val = model.dissimilarity(val).astype(np.float64)
+    n = len(f_val)
+    t = next(t for t in sorted(f_val) if (1 + np.sum(f_val > t)) / (n + 1) <= 0.1)  # a plain search
+    assert model.threshold_ == np.nextafter(t, np.inf)  # f >= threshold_ is f > t: p-value <= 0.1
+    assert (model.predict(val) == -1).sum() == np.sum(f_val > t)
+    # no validation at all: the training normals' quantile, in-sample, said; "radius": the sphere, on request
+    with pytest.warns(thresholds.InSampleThreshold, match="no validation normals.*scores of rows the model was "
+                                                          "fitted on"):
+        alone = DLMSVDD(_config(frozen=True, contamination=0.05)).fit(task.train)
     f_train, t_train = alone.scores(task.train)
-    assert alone.threshold_rule_ == "training normals' 0.95 quantile"
+    assert alone.threshold_rule_ == "training normals' 0.95 quantile (in-sample)"
     assert alone.threshold_ == np.percentile(f_train[t_train > 0], 95)
     radius = DLMSVDD(_config(frozen=True, contamination="radius")).fit(task.train, task.val)
     assert radius.threshold_rule_ == "radius" and radius.threshold_ == radius.svdd_.r2_

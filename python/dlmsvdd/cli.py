@@ -112,8 +112,9 @@ TRAIN_FLAGS = {
     "--gamma": "median (1 / the initial features' median squared distance, once), local (10 x that), "
                "per-epoch, or a value",
     "--solver": "apg, pairwise or paper",
-    "--contamination": "threshold without validation anomalies: the fraction of normal "
-                       "samples called anomalous, or radius (the sphere's r^2)",
+    "--contamination": "threshold without validation anomalies: the share of new normal "
+                       "samples called anomalous (p-value <= it over the validation normals), or radius "
+                       "(the sphere's r^2)",
     "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch; from scratch on "
                 "images fewer on large training sets, see --budget-rows)",
     "--budget-rows": "with --epochs left to the recipe: the training rows the omega-steps see in all, epochs = "

@@ -250,8 +250,10 @@ class TrainConfig:
     fw_tol : float
         The certificate's relative tolerance (``LpSVDD``'s ``tol``).
     contamination : float or str
-        The threshold without anomalies in validation: the fraction of normal
-        samples called anomalous, in (0, 0.5], or "radius" (the sphere's r^2).
+        The threshold without anomalies in validation: the share of new normal
+        samples called anomalous, in (0, 0.5] (the rule p-value <= it over the
+        validation normals, ``dlmsvdd.training.thresholds``), or "radius" (the
+        sphere's r^2).
     epochs : int or None
         Alternating epochs (none with a frozen backbone). None: the recipe's,
         30, or 15 for the MLP from scratch (``BACKBONE_RECIPES``), and fewer

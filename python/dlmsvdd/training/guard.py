@@ -9,7 +9,7 @@ scaled by 1000 were called normal), and rows of 1e20 overflowed float32 to f = 0
 What: the network's output gets one more coordinate, ``w * e(x)``, where ``e(x) = max(0, |u(x)| -
 R)`` is how far the row lies beyond the training data: ``u`` is the network's input (feature
 vectors: standardised per column; images: average-pooled to at most ``pretrain.TARGET_SIDE``
-pixels a side, the coarse picture the autoencoder of step 0 reconstructs) minus the mean of the rows the fit is given, and ``R`` the largest ``|u|`` among them. The
+pixels a side, the coarse picture the autoencoder of step 0 reconstructs) minus the mean of the training rows, and ``R`` the largest ``|u|`` among them. The
 boundary's RBF kernel on ``[features, w e]`` is then the product of the kernel on the features
 and ``exp(-gamma w^2 (e - e')^2)``: a multiple-kernel boundary whose second kernel is on the input.
 Every training row has ``e = 0``, so the training kernel, the boundary, the bandwidth and the
@@ -24,13 +24,12 @@ The kernel alone lets such a row's f approach the boundary's largest value; mode
 already score near that value need more. So the score of a row more than one median radius beyond
 the data (``e > r_med``) is set above every score within it: ``max(f, floor) + w e``, with ``floor``
 the largest f of the training, validation and calibration rows (``floor_scores``, set when the
-boundary is refitted and at ``calibrate``). ``R`` and the mean are taken over every row the fit
-is given, its validation rows included, so the validation normals that calibrate the p-values lie
-within the data too. A clean normal row lands beyond every one of those n rows with probability at
-most 1 / (n + 1) (they are exchangeable), so the rule costs at most that in false alarms (the
-conformal ``fpr`` becomes at most ``fpr + 1 / (n + 1)``), and every row well beyond the data is
-flagged, at the default threshold and at any ``fpr`` the calibration set can reach, and scored
-higher the farther out it lies. Rows less than a median radius beyond ``R`` keep the kernel's
+boundary is refitted and at ``calibrate``). ``R`` and the mean are taken over the training rows
+alone: the validation normals that calibrate the p-values and the threshold meet the guard as new
+rows do (until issue 46 they were among its rows, so none of them could lie beyond the data while a
+new normal row could; the conformal ``fpr`` was then at most ``fpr + 1 / (n + 1)``). Every row well
+beyond the data is flagged, at the default threshold and at any ``fpr`` the calibration set can
+reach, and scored higher the farther out it lies. Rows less than a median radius beyond ``R`` keep the kernel's
 score: test images of a class that lie just outside its training images (as on digits) would
 otherwise all rank above every anomaly within the data.
 

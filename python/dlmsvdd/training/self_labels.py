@@ -78,7 +78,8 @@ def pseudo_anomalies(views: torch.Tensor, count: int, seed: int) -> np.ndarray:
     subset = np.sort(np.random.default_rng(seed).permutation(len(views))[:SUBSET])
     if count < 1 or not ops.median_sq_distance(views[subset], seed=seed) > 0:  # identical rows: no ranking
         return np.arange(0)
-    labeller = LpSVDD(nu=1.0, kernel="exact", random_state=seed).fit(views[subset])  # SUBSET rows: exact
+    # SUBSET rows: exact; it ranks, it draws no threshold (calibration=None)
+    labeller = LpSVDD(nu=1.0, kernel="exact", random_state=seed, calibration=None).fit(views[subset])
     scores = np.asarray(labeller.dissimilarity(views))
     return np.sort(np.argsort(-scores, kind="stable")[:count])
 

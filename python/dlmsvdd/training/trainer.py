@@ -30,7 +30,7 @@ from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
 from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
-               parallel, precision, pretrain, resident, selection, self_labels)
+               parallel, precision, pretrain, resident, selection, self_labels, thresholds)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -161,9 +161,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     them), which every entry point runs through the model's preprocessing
     record ``preprocessing_`` (what ``preprocess`` and the export run).
     PyOD's fitted attributes: ``decision_scores_`` (the scores of the data
-    passed to fit; with the input consensus each row scored without itself
-    among its neighbours, as kNN and LOF score their training rows),
-    ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
+    passed to fit: the validation rows' out of sample, as new rows'; the
+    training rows' in-sample, lower than new rows', with the input consensus
+    each row scored without itself among its neighbours, as kNN and LOF score
+    their training rows), ``threshold_`` and ``labels_`` (0 normal, 1 anomaly).
 
     Feature vectors are scored by the deep model's f plus the consensus of
     detectors on the input (``input_consensus``, default; without labelled
@@ -177,12 +178,14 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     ``predict(X, fdr=...)`` and ``predict_proba`` use them (see
     ``dlmsvdd_ext.conformal``). Saved with the model.
 
-    ``threshold_rule_`` says how the threshold was set: the validation
-    threshold of maximal balanced accuracy when validation has both classes;
-    otherwise the ``1 - contamination`` quantile of normal scores, the
-    validation normals' (held out, so an unbiased estimate of the rate on new
-    normal data) or, without validation normals, the training normals'; the
-    sphere's r^2 only for ``contamination="radius"``.
+    ``threshold_rule_`` says how the threshold was set
+    (``dlmsvdd.training.thresholds``): the validation threshold of maximal
+    balanced accuracy when validation has both classes; otherwise the rule
+    p-value <= contamination against the validation normals (held out, and
+    scored by nothing fitted on them: at most contamination of new normal
+    rows flagged, and close to it) or, without validation normals, the
+    training normals' quantile, in-sample, with a warning; the sphere's r^2
+    only for ``contamination="radius"``.
 
     An alpha-step that stops without its certificate is recorded in its
     epoch's history row (``converged``, ``stalled``); ``fit`` then warns once
@@ -639,10 +642,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
-            # every row the fit is given, validation too: its normals calibrate, and must lie within the data
-            given = [train] if val is None else [train, val]
-            self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for data in given
-                                                           for x, _ in self._loader(data, False)))
+            # the training rows alone: the validation normals calibrate, so they must meet it as new rows do
+            self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
         if cfg.frozen:
             self.network_.requires_grad_(False)
         elif cfg.channels_last and example.dim() == 3:  # NHWC convolutions (tensor cores; fit ends in NCHW)
@@ -656,7 +657,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if self.group_ is not None and LpSVDD.sharded_solver(solver) != solver:
             solver = LpSVDD.sharded_solver(solver)
             log.info("the sharded alpha-step runs %s instead of %s", solver, cfg.solver)
-        self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True)
+        # calibration=None: no cross-fitting per epoch; the validation normals calibrate (training.thresholds)
+        self.svdd_ = LpSVDD(**{**cfg.boundary_params(), "solver": solver}, random_state=cfg.seed, warm_start=True,
+                            calibration=None)
         return None if cfg.frozen else torch.optim.Adam(self.network_.parameters(), lr=self.training_params_["lr"],
                                                         weight_decay=cfg.weight_decay)
 
@@ -719,17 +722,14 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
         scored = self._gathered_scores(feats, targets, len(train))  # one pass over the training rows
-        if self.config.input_consensus and len(self.input_shape_) == 1:
-            self.input_consensus_ = input_consensus.fit(
-                [self._inputs(data) for data in (train, val) if data is not None], *scored, self.config.seed,
-                self.device)
-        given = {input_consensus.TRAINING: self._given_scores(train, input_consensus.TRAINING, scored)}
-        if val is not None:
-            given[input_consensus.VALIDATION] = self._given_scores(val, input_consensus.VALIDATION)
+        if self.config.input_consensus and len(self.input_shape_) == 1:  # the training rows alone (thresholds)
+            self.input_consensus_ = input_consensus.fit(self._inputs(train), *scored, self.config.seed, self.device)
+        given = {input_consensus.TRAINING: self._given_scores(scored)}
+        if val is not None:  # scored as new rows: nothing that scores them was fitted on them
+            given[input_consensus.VALIDATION] = self.scores(val)
         f_val, t_val = given.get(input_consensus.VALIDATION, (None, None))
-        self.threshold_, self.threshold_rule_ = self._threshold(f_val, t_val, lambda: given[input_consensus.TRAINING])
-        if f_val is not None and (t_val > 0).any():  # held out of training: the default calibration set
-            self.svdd_.calibration_ = conformal.Calibration(f_val[t_val > 0], "validation normals")
+        self.threshold_, self.threshold_rule_, self.svdd_.calibration_ = thresholds.decide(
+            self.config.contamination, self.svdd_.r2_, f_val, t_val, lambda: given[input_consensus.TRAINING])
         self._given = {part: f for part, (f, _) in given.items()}  # fit's decision_scores_ take them
 
     def _inputs(self, data: Dataset) -> torch.Tensor:
@@ -737,13 +737,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         size = batches.eval_batch_size(self.config.batch_size, len(self.input_shape_) == 1)
         return torch.cat([x for x, _ in self._loader(data, shuffle=False, batch_size=size)])
 
-    def _given_scores(self, data: Dataset, part: int, scored=None) -> tuple[np.ndarray, np.ndarray]:
-        """The scores and targets of the training (``part`` 0) or validation (1) rows ``fit`` was given:
-        f, or with the input consensus the combined score, each row left out of its own neighbours;
-        ``scored``: the rows' (f, targets), when already computed."""
-        f, targets = self._gathered_scores(*self._features(data), len(data)) if scored is None else scored
+    def _given_scores(self, scored) -> tuple[np.ndarray, np.ndarray]:
+        """The scores and targets of the training rows ``fit`` was given: f (``scored``: their (f,
+        targets)), or with the input consensus the combined score, each row left out of its own
+        neighbours."""
+        f, targets = scored
         if self.input_consensus_ is not None:
-            f = self.input_consensus_.given_scores(part, torch.as_tensor(f)).numpy()
+            f = self.input_consensus_.given_scores(torch.as_tensor(f)).numpy()
         return f, targets
 
     def _fit_rows_scores(self, train: Dataset, val: Dataset | None, array: bool) -> np.ndarray:
@@ -769,20 +769,6 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         floor = float(finite.max()) if finite.size else 0.0
         self.network_.guard.floor.fill_(max(floor, float(self.network_.guard.floor)))
 
-    def _threshold(self, f_val, t_val, train_scores) -> tuple[float, str]:
-        """The decision threshold on f and its rule (see the class docstring);
-        ``train_scores()`` gives the training set's (f, targets) when needed."""
-        contamination = self.config.contamination
-        if contamination == "radius":
-            return float(self.svdd_.r2_), "radius"
-        if f_val is not None and metrics.has_both_classes(t_val):
-            return metrics.best_threshold(t_val, f_val), "validation balanced accuracy"
-        if f_val is not None and (t_val > 0).any():
-            f, targets, which = f_val, t_val, "validation"
-        else:
-            (f, targets), which = train_scores(), "training"
-        threshold = float(np.percentile(np.asarray(f, dtype=np.float64)[targets > 0], 100.0 * (1.0 - contamination)))
-        return threshold, f"{which} normals' {1 - contamination:g} quantile"
     def measure_alpha_step(self, train: Dataset) -> dict:
         """Run one more alpha-step on the trained network's features under a peak-memory probe.
 
@@ -1049,7 +1035,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     def calibrate(self, data, y=None) -> "DLMSVDD":
         """Replace the calibration normals (by default the validation normals of ``fit``).
 
-        ``p_values`` and the ``fpr`` / ``fdr`` decisions use them.
+        ``p_values`` and the ``fpr`` / ``fdr`` decisions use them, and so does a
+        threshold drawn at ``contamination`` (``threshold_``; the sphere's and the
+        balanced-accuracy one stay). ``decision_scores_`` and ``labels_`` stay
+        those of ``fit``.
 
         Parameters
         ----------
@@ -1072,6 +1061,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         f, targets = self.scores(data)
         conformal.normal_only(targets if y is None else y, len(f))
         self.svdd_.calibration_ = conformal.Calibration(f, "calibrate(X_cal)")
+        changed = thresholds.recalibrated(self.threshold_rule_, self.config.contamination, self.svdd_.calibration_)
+        if changed is not None:  # a contamination threshold follows the calibration normals
+            self.threshold_, self.threshold_rule_ = changed
         return self
 
     def _calibration(self) -> conformal.Calibration:
