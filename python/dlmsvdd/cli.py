@@ -367,7 +367,6 @@ def _score(args) -> int:
     from .data.preprocessing import ImageFiles, image_files
     from .data.vectors import VectorPreprocessing
     from .experiments import runs
-    from .training import metrics
 
     given = "--npy" if args.npy else "--images" if args.images else "--csv" if args.csv else None
     if given and (args.split or args.root):
