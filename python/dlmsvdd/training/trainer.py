@@ -721,7 +721,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if self.config.input_consensus and len(self.input_shape_) == 1:
             self.input_consensus_ = input_consensus.fit(
                 [self._inputs(data) for data in (train, val) if data is not None], *scored, self.config.seed,
-                self.device)
+                self.device, self.preprocessing_)
         given = {input_consensus.TRAINING: self._given_scores(train, input_consensus.TRAINING, scored)}
         if val is not None:
             given[input_consensus.VALIDATION] = self._given_scores(val, input_consensus.VALIDATION)
