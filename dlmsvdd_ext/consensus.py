@@ -36,12 +36,14 @@ in blocks of query rows: nearest candidates found by one float32 matrix product 
 Euclidean distances then taken exactly; so scoring also runs on a GPU and is differentiable in the
 rows (the forest, a step function, adds no gradient).
 
-Rows far beyond the data: a kernel's and a forest's scores stop growing far from the data. So, as
-the distance guard does for the deep model (``dlmsvdd.training.guard``), a row more than one median
-radius beyond the farthest fit row (distances from the fit rows' mean, scaled rows) scores
-``max(s, floor) + e / r_med``: above every fit row's score (``floor``), higher the farther out
-(``e`` its distance beyond the farthest fit row, ``r_med`` the median fit row's distance from the
-mean); rows within keep their sum. ``PortableConsensus`` is the same score in plain torch operations,
+Rows beyond the data: a kernel's and a forest's scores stop growing far from the data, and a row
+just beyond the farthest fit row could score below the most unusual fit rows. So a row farther from
+the fit rows' mean than every fit row (scaled rows) scores ``floor + e / r_med``: above every fit
+row's score (``floor``, the largest), higher the farther out (``e`` its distance beyond the farthest
+fit row, ``r_med`` the median fit row's distance from the mean); rows within keep their sum. The fit
+rows are exchangeable with a new normal row, so it lands beyond all n of them with probability at
+most 1 / (n + 1): that is all the rule can cost in false alarms (as the deep model's distance guard,
+``dlmsvdd.training.guard``). ``PortableConsensus`` is the same score in plain torch operations,
 for ONNX and TorchScript.
 """
 
@@ -92,10 +94,11 @@ def members_for(width: int, table: bool = False) -> tuple[str, ...]:
 
 def beyond_the_data(total: torch.Tensor, distance: torch.Tensor, radius: float, median_radius: float,
                     floor: float) -> torch.Tensor:
-    """Rows more than one median radius beyond the farthest fit row score ``max(total, floor) + e / r_med``
-    (``e = distance - radius``): above every fit row, higher the farther out; the others keep ``total``."""
+    """Rows beyond the farthest fit row (``distance`` from the fit rows' mean above ``radius``) score
+    ``floor + e / r_med`` (``e = distance - radius``): above every fit row, higher the farther out; the
+    others keep ``total``."""
     beyond = (distance - radius) / median_radius
-    return torch.where(beyond > 1.0, torch.clamp(total, min=floor) + beyond.to(total.dtype), total)
+    return torch.where(beyond > 0.0, floor + beyond.clamp(min=0.0).to(total.dtype), total)
 
 
 class Consensus:
