@@ -8,6 +8,8 @@ from torch.utils.data import TensorDataset
 
 from dlmsvdd import DLMSVDD
 from dlmsvdd.cli import main as cli_main
+from dlmsvdd.data import protocols
+from dlmsvdd_ext import consensus
 from dlmsvdd_ext.consensus import Consensus
 
 FAST = dict(epochs=2, batch_size=64, verbose=0, seed=3)
@@ -45,11 +47,12 @@ def test_without_labels_the_score_is_the_consensus_of_the_given_rows_and_nothing
     assert len(model.history_) == 1 and "omega_loss" not in model.history_[0]  # the network is not trained
     assert model.self_labelled_ == 0
     reference = Consensus(random_state=3).fit(X.astype(np.float64))  # the training rows alone
-    np.testing.assert_allclose(model.dissimilarity(Z), reference.dissimilarity(Z.astype(np.float64)) / 3,
+    assert reference.members_ == consensus.TABLE_MEMBERS  # 5 columns: a table's members, each weighing a half
+    np.testing.assert_allclose(model.dissimilarity(Z), reference.dissimilarity(Z.astype(np.float64)) / 2,
                                rtol=1e-6, atol=1e-6)
     # the training rows are scored without themselves; the validation rows as new rows, and they calibrate
-    np.testing.assert_allclose(model.decision_scores_, reference.fit_scores_ / 3, rtol=1e-6, atol=1e-6)
-    validation = reference.dissimilarity(V.astype(np.float64)) / 3
+    np.testing.assert_allclose(model.decision_scores_, reference.fit_scores_ / 2, rtol=1e-6, atol=1e-6)
+    validation = reference.dissimilarity(V.astype(np.float64)) / 2
     np.testing.assert_allclose(model.calibration_.scores, np.sort(validation), rtol=1e-6, atol=1e-6)
     # the threshold: p-value <= 0.1 over the 60 validation scores, 6 of 61: above the 6th highest
     assert model.threshold_ == pytest.approx(np.sort(validation)[-6], rel=1e-6)
@@ -64,14 +67,12 @@ def test_with_labels_the_deep_models_robust_z_score_joins_the_consensus(split):
     assert len(model.history_) == FAST["epochs"] + 1
     consensus = Consensus(random_state=3).fit(X.astype(np.float64))
     expected = numpy_robust_z(deep.dissimilarity(train), deep.dissimilarity(Z)) \
-        + consensus.dissimilarity(Z.astype(np.float64)) / 3
+        + consensus.dissimilarity(Z.astype(np.float64)) / 2
     np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
     assert model.decision_function(Z) == pytest.approx(model.threshold_ - expected, rel=1e-5, abs=1e-5)
 
 
 def test_an_array_fits_decision_scores_are_every_row_in_order_without_itself():
-    from dlmsvdd import protocols
-
     X = rows(4, n=300, anomalies=6)
     model = DLMSVDD(**FAST).fit(X)
     train, val = protocols.train_val_split(protocols.Split(np.arange(300), np.ones(300, int)), 0.2, 3,
@@ -79,10 +80,10 @@ def test_an_array_fits_decision_scores_are_every_row_in_order_without_itself():
     inputs = model.preprocess(X).double()
     reference = Consensus(random_state=3).fit(inputs[train.indices])
     # the training rows are the consensus's fit rows, each without itself; the validation rows new rows
-    np.testing.assert_allclose(model.decision_scores_[train.indices], reference.fit_scores_ / 3, rtol=1e-6,
+    np.testing.assert_allclose(model.decision_scores_[train.indices], reference.fit_scores_ / 2, rtol=1e-6,
                                atol=1e-6)
     np.testing.assert_allclose(model.decision_scores_[val.indices],
-                               reference.dissimilarity(inputs[val.indices]) / 3, rtol=1e-6, atol=1e-6)
+                               reference.dissimilarity(inputs[val.indices]) / 2, rtol=1e-6, atol=1e-6)
     assert model.decision_scores_[:6].min() > np.percentile(model.decision_scores_, 90)  # the shifted rows
     assert (model.labels_ == (model.decision_scores_ >= model.threshold_)).all()
 
@@ -125,6 +126,42 @@ def test_the_cli_fits_it_unless_switched_off(tmp_path, switch):
     model = DLMSVDD.load(tmp_path / "run" / "model.pt")
     assert (model.input_consensus_ is None) == bool(switch) and model.config.input_consensus == (not switch)
     assert DLMSVDD(**FAST, input_consensus=False).fit(X).input_consensus_ is None
+
+
+def test_embeddings_are_scored_by_the_nearest_given_rows_distance():
+    """Rows of 256 columns or more (a network's embedding): the robust z-score of the distance to the
+    nearest row the fit was given (scikit-learn's neighbour search on the rows min-max scaled by them)."""
+    from sklearn.neighbors import NearestNeighbors
+    from sklearn.preprocessing import MinMaxScaler
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(120, 300)).astype(np.float32)
+    Z = np.vstack([rng.normal(size=(20, 300)), 1.0 + rng.normal(size=(5, 300))]).astype(np.float32)
+    model = DLMSVDD(**FAST).fit(X)
+    assert model.input_consensus_.consensus_.members_ == consensus.EMBEDDING_MEMBERS
+    given = model.preprocess(X).double().numpy()
+    scaler = MinMaxScaler().fit(given)
+    nn = NearestNeighbors(n_neighbors=2).fit(scaler.transform(given))
+    fit_distance = nn.kneighbors(None, 1)[0][:, 0]  # each given row without itself
+    new = scaler.transform(model.preprocess(Z).double().numpy())
+    z = numpy_robust_z(fit_distance, nn.kneighbors(new, 1)[0][:, 0])
+    # rows beyond every given row (from their mean, scaled): the largest given row's score + the excess
+    spread = np.linalg.norm(scaler.transform(given) - scaler.transform(given).mean(0), axis=1)
+    beyond = (np.linalg.norm(new - scaler.transform(given).mean(0), axis=1) - spread.max() * (1 + 1e-4)) \
+        / np.median(spread)
+    expected = np.where(beyond > 0, numpy_robust_z(fit_distance, fit_distance).max() + beyond, z)
+    assert (beyond > 0).sum() >= 5 and (beyond <= 0).sum() >= 10
+    np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_table_wide_from_its_categories_keeps_the_table_members():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(8)
+    table = pd.DataFrame({"a": rng.normal(size=1200), "b": rng.normal(size=1200),
+                          "kind": [f"k{i}" for i in rng.integers(0, 400, size=1200)]})
+    model = DLMSVDD(**FAST).fit(table)
+    assert model.input_shape_[0] >= consensus.EMBEDDING_WIDTH  # one-hot encoded: wide, yet a table
+    assert model.input_consensus_.consensus_.members_ == consensus.TABLE_MEMBERS
 
 
 def test_images_keep_the_deep_score():

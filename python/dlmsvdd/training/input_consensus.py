@@ -1,16 +1,16 @@
-"""DLMSVDD's score on feature vectors: the deep model's, plus the consensus of three views of the input.
+"""DLMSVDD's score on feature vectors: the deep model's, plus the consensus of views of the input.
 
-Why (issue 38, goals 3 and 4; measured on ADBench's development sets, docs/results/adbench.md): without
+Why (issues 38 and 49; measured on ADBench's development sets, docs/results/adbench.md): without
 labelled anomalies the deep model has nothing to push away and trails the plain detectors, while
-``dlmsvdd_ext.consensus.Consensus`` (``LpSVDD()`` one-class, the kNN distance and the LOF of the rows
-as given) led every peer on validation rows. With a few labels the deep model leads, and adding the
-consensus to it never lost on validation rows (and won on image embeddings, where the learned
-representation forgets what the input had).
+``dlmsvdd_ext.consensus.Consensus`` (views of the input chosen by what the rows are: ``LpSVDD()``
+one-class plus an isolation forest on tables, the nearest fit row's distance on embeddings) scored
+above every peer on sets it was not chosen on. With labels the deep model leads, and the consensus
+beside it keeps the unlabelled view of the input, which the learned representation can forget.
 
 What: a fitted ``Consensus`` on the training rows (without their labels: what a user without labels
 holds), and the score
 
-    score(x) = weight * (f(x) - median) / (1.4826 MAD) + consensus(x) / 3,
+    score(x) = weight * (f(x) - median) / (1.4826 MAD) + consensus(x) / (number of its members),
 
 the deep model's f as a robust z-score by the training rows' f, and the consensus's mean member
 z-score (each member as heavy as the deep model). ``weight`` is 1 when the fit had labelled
@@ -20,7 +20,8 @@ training row is scored with its own row left out of its neighbours (``given_scor
 new rows are, and set the threshold and the calibration (``training.thresholds``). Until issue 46
 the consensus took them too, and its ``LpSVDD`` member scored them in-sample, lower than any new
 row: on 300 rows of N(0, I_32) 96% of new normal rows scored above that member's 0.9 quantile of
-them (kNN 13%, LOF 15%), and the default model called 58% of new normal rows anomalous.
+them (kNN 13%, LOF 15%), and the default model called 58% of new normal rows anomalous. A table
+given with named columns or categories keeps the table's members however wide its encoding makes it.
 """
 
 from __future__ import annotations
@@ -29,9 +30,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from dlmsvdd_ext.consensus import Consensus, PortableConsensus, robust_centre_and_spread
+from dlmsvdd_ext.consensus import Consensus, PortableConsensus, members_for, robust_centre_and_spread
 
-MEMBER_WEIGHT = 1.0 / len(Consensus.MEMBERS)  # the consensus's mean member z-score
 TRAINING, VALIDATION = 0, 1  # the parts of the rows fit was given (decision_scores_ takes both)
 
 
@@ -51,12 +51,16 @@ def scores_alone(enabled: bool, train) -> bool:
     return enabled and train[0][0].dim() == 1 and not labelled_anomalies(train)
 
 
-def fit(inputs: torch.Tensor, deep_scores: np.ndarray, targets: np.ndarray, seed, device) -> "InputConsensus":
+def fit(inputs: torch.Tensor, deep_scores: np.ndarray, targets: np.ndarray, seed, device,
+        preprocessing=None) -> "InputConsensus":
     """The input consensus of a fit: its consensus on the network inputs of the training rows, and
     the deep model's weight, 1 when a training row is labelled anomalous (``targets`` -1) and 0
-    otherwise, with its robust scale from ``deep_scores`` (f of the training rows)."""
+    otherwise, with its robust scale from ``deep_scores`` (f of the training rows).
+    ``preprocessing``: the model's vector record; a table's encoding in it makes the rows a table."""
     weight = 1.0 if (np.asarray(targets) < 0).any() else 0.0
-    return InputConsensus(weight, random_state=seed).fit(inputs.to(device), deep_scores)
+    table = getattr(preprocessing, "encoding", None) is not None
+    members = members_for(int(inputs.shape[1]), table=table)
+    return InputConsensus(weight, random_state=seed, members=members).fit(inputs.to(device), deep_scores)
 
 
 class InputConsensus:
@@ -67,12 +71,15 @@ class InputConsensus:
     weight : float
         The deep model's z-score's weight (1 with labelled anomalies, 0 without).
     random_state : int or None
-        Seeds the consensus (its ``LpSVDD`` member and its draw of reference rows).
+        Seeds the consensus (its ``LpSVDD`` member, its forest and its draw of reference rows).
+    members : "auto" or tuple of str
+        The consensus's members (``Consensus``'s parameter).
     """
 
-    def __init__(self, weight: float, random_state=None):
+    def __init__(self, weight: float, random_state=None, members="auto"):
         self.weight = float(weight)
         self.random_state = random_state
+        self.members = members
 
     def fit(self, inputs: torch.Tensor, deep_scores: np.ndarray) -> "InputConsensus":
         """Fit the consensus on the training rows, and the deep model's robust scale.
@@ -89,12 +96,17 @@ class InputConsensus:
         InputConsensus
             This combination, fitted.
         """
-        self.consensus_ = Consensus(random_state=self.random_state).fit(inputs)
+        self.consensus_ = Consensus(members=self.members, random_state=self.random_state).fit(inputs)
         self.centre_, self.spread_ = robust_centre_and_spread(deep_scores)
         return self
 
     def _deep_z(self, f: torch.Tensor) -> torch.Tensor:
         return self.weight * (f - self.centre_) / self.spread_
+
+    @property
+    def member_weight(self) -> float:
+        """Each member's weight: the consensus enters as its mean member z-score."""
+        return 1.0 / len(self.consensus_.members_)
 
     def combine(self, f: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """The score of new rows, differentiable in ``inputs``.
@@ -112,7 +124,7 @@ class InputConsensus:
             One score per row (float64), higher = more anomalous.
         """
         consensus = self.consensus_.torch_dissimilarity(inputs.to(self.consensus_.reference_))
-        return self._deep_z(f.to(consensus)) + MEMBER_WEIGHT * consensus
+        return self._deep_z(f.to(consensus)) + self.member_weight * consensus
 
     def given_scores(self, f: torch.Tensor) -> torch.Tensor:
         """The score of the rows ``fit`` took, each with its own row left out of its neighbours
@@ -128,7 +140,8 @@ class InputConsensus:
         torch.Tensor
             One score per row (float64, on the CPU).
         """
-        return self._deep_z(f.double().cpu()) + MEMBER_WEIGHT * torch.as_tensor(self.consensus_.fit_scores_)
+        own = torch.as_tensor(self.consensus_.fit_scores_)
+        return self._deep_z(f.double().cpu()) + self.member_weight * own
 
     def to(self, device) -> "InputConsensus":
         """Score on ``device`` (the consensus moves there; the deep score's scale is two numbers).
@@ -154,7 +167,8 @@ class InputConsensus:
         dict
             The weight, the deep model's centre and spread, and the consensus's ``state_dict``.
         """
-        return {"weight": self.weight, "random_state": self.random_state, "centre": self.centre_,
+        return {"weight": self.weight, "random_state": self.random_state, "members": list(self.consensus_.members_),
+                "centre": self.centre_,
                 "spread": self.spread_, "consensus": self.consensus_.state_dict()}
 
     @classmethod
@@ -173,7 +187,7 @@ class InputConsensus:
         InputConsensus
             The combination; it scores as the one that was saved.
         """
-        model = cls(state["weight"], state["random_state"])
+        model = cls(state["weight"], state["random_state"], state.get("members", "auto"))
         model.centre_, model.spread_ = state["centre"], state["spread"]
         model.consensus_ = Consensus.from_state_dict(state["consensus"], device=device)
         return model
@@ -194,7 +208,7 @@ class PortableCombination(nn.Module):
         super().__init__()
         self.consensus = PortableConsensus(model.consensus_)
         self.weight, self.centre, self.spread = model.weight, float(model.centre_), float(model.spread_)
-        self.member_weight = MEMBER_WEIGHT
+        self.member_weight = model.member_weight
 
     def forward(self, inputs: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
         deep = self.weight * (f.double() - self.centre) / self.spread

@@ -723,7 +723,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                             *([] if val is None else [self._raw_scores(val)]))
         scored = self._gathered_scores(feats, targets, len(train))  # one pass over the training rows
         if self.config.input_consensus and len(self.input_shape_) == 1:  # the training rows alone (thresholds)
-            self.input_consensus_ = input_consensus.fit(self._inputs(train), *scored, self.config.seed, self.device)
+            self.input_consensus_ = input_consensus.fit(self._inputs(train), *scored, self.config.seed, self.device,
+                                                         self.preprocessing_)
         given = {input_consensus.TRAINING: self._given_scores(scored)}
         if val is not None:  # scored as new rows: nothing that scores them was fitted on them
             given[input_consensus.VALIDATION] = self.scores(val)
