@@ -139,7 +139,9 @@ def test_embeddings_are_scored_by_the_nearest_given_rows_distance():
     Z = np.vstack([rng.normal(size=(20, 300)), 1.0 + rng.normal(size=(5, 300))]).astype(np.float32)
     model = DLMSVDD(**FAST).fit(X)
     assert model.input_consensus_.consensus_.members_ == consensus.EMBEDDING_MEMBERS
-    given = model.preprocess(X).double().numpy()
+    train, _ = protocols.train_val_split(protocols.Split(np.arange(len(X)), np.ones(len(X), int)),
+                                         model.config.val_fraction, model.config.seed, anomalies=False)
+    given = model.preprocess(X[train.indices]).double().numpy()  # the training rows alone (issue 46)
     scaler = MinMaxScaler().fit(given)
     nn = NearestNeighbors(n_neighbors=2).fit(scaler.transform(given))
     fit_distance = nn.kneighbors(None, 1)[0][:, 0]  # each given row without itself
