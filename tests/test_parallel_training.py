@@ -66,7 +66,9 @@ def test_frozen_run_on_two_processes_equals_the_single_process_run(tmp_path):
     single = DLMSVDD(cfg).fit(task.train, task.val)
     f_test, t_test = single.scores(task.test)
     np.testing.assert_array_equal(t_test, saved[:, 0])
-    np.testing.assert_allclose(saved[:, 1], f_test, rtol=1e-6, atol=1e-7)
+    # float32 features: the shards' batches hold other images than one process's, and oneDNN's channels-last
+    # convolutions (the small CNN's, issue 50) round by batch: up to 1.4e-6 relative measured
+    np.testing.assert_allclose(saved[:, 1], f_test, rtol=1e-5, atol=1e-7)
     sharded = run.load_model(tmp_path / "run")
     assert sharded.svdd_.b_normal_ == pytest.approx(single.svdd_.b_normal_, rel=1e-6)
     assert sharded.svdd_.b_anomaly_ == pytest.approx(single.svdd_.b_anomaly_, rel=1e-6)

@@ -60,3 +60,13 @@ def reproducible(deterministic: bool):
         yield
     finally:
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved
+
+
+def memory_format(network: torch.nn.Module) -> torch.memory_format:
+    """The memory format of a network's convolution weights: channels-last when every 4-d parameter
+    is stored so (and one is not also plain contiguous, as a 1x1 kernel is both), else contiguous."""
+    weights = [p for p in network.parameters() if p.dim() == 4]
+    if weights and all(p.is_contiguous(memory_format=torch.channels_last) for p in weights) \
+            and not all(p.is_contiguous() for p in weights):
+        return torch.channels_last
+    return torch.contiguous_format

@@ -564,8 +564,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self._epochs(train, val, optimizer, callback, checkpoint, resume, untrained)
         finally:
             self._holding = {}  # the held rows are the fit's alone
-            if cfg.channels_last:
-                self.network_.to(memory_format=torch.contiguous_format)
+            built, self._built_format = getattr(self, "_built_format", None), None
+            if built is not None:
+                self.network_.to(memory_format=built)
 
     def _epochs(self, train: Dataset, val: Dataset | None, optimizer, callback, checkpoint, resume: bool,
                 untrained: bool) -> None:
@@ -646,7 +647,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
         if cfg.frozen:
             self.network_.requires_grad_(False)
-        elif cfg.channels_last and example.dim() == 3:  # NHWC convolutions (tensor cores; fit ends in NCHW)
+        elif cfg.channels_last and example.dim() == 3:  # NHWC convolutions (tensor cores)
+            # the fit ends in the format the network was built in (the small CNN's own is channels-last)
+            self._built_format = precision.memory_format(self.network_)
             self.network_.to(memory_format=torch.channels_last)
         self.ddp_ = None
         if self.group_ is not None and not cfg.frozen:
