@@ -122,7 +122,7 @@ def test_unsupervised_goal_rows_rank_each_candidate_among_the_peers_alone():
 
     # three sets; the consensus leads everywhere, DLM-SVDD trails kNN; the ablation is never a peer
     aurocs = {"DLM-SVDD (defaults, fit(X))": 0.70, "DLM-SVDD deep model alone (ablation)": 0.99,
-              "Consensus (LpSVDD + kNN + LOF; dlmsvdd_ext.consensus)": 0.80, "kNN (PyOD)": 0.75,
+              "Consensus (members by the rows' width; dlmsvdd_ext.consensus)": 0.80, "kNN (PyOD)": 0.75,
               "LOF (PyOD)": 0.72, "IsolationForest (scikit-learn)": 0.71}
     records = [{**_record(m, s, 0.0, a + 0.01 * i), "family": "tabular"} for m, a in aurocs.items()
                for i, s in enumerate("abc")]

@@ -38,8 +38,9 @@ def lpsvdd_default(X, seed):
 
 
 def consensus(X, seed):
-    """``dlmsvdd_ext.consensus.Consensus`` on its own (LpSVDD one-class + kNN + LOF), fitted on every
-    training row; DLMSVDD's unlabelled default scores by it, fitted on its own split's rows."""
+    """``dlmsvdd_ext.consensus.Consensus`` on its own (members by the rows' width: LpSVDD one-class and
+    an isolation forest below 256 columns, the nearest fit row's distance from there), fitted on every
+    training row; DLMSVDD's unlabelled default scores by it, fitted on its own training share."""
     return Consensus(random_state=seed).fit(X).dissimilarity
 
 
@@ -76,7 +77,7 @@ METHODS = {
     "DLM-SVDD (defaults, fit(X))": dlmsvdd_default,
     "DLM-SVDD deep model alone (ablation, input_consensus=False)": dlmsvdd_deep_alone,
     "LpSVDD (defaults, fit(X))": lpsvdd_default,
-    "Consensus (LpSVDD + kNN + LOF; dlmsvdd_ext.consensus)": consensus,
+    "Consensus (members by the rows' width; dlmsvdd_ext.consensus)": consensus,
     f"kNN (PyOD {_version('pyod')})": _pyod("KNN"),
     f"LOF (PyOD {_version('pyod')})": _pyod("LOF"),
     f"ECOD (PyOD {_version('pyod')})": _pyod("ECOD"),
