@@ -234,8 +234,9 @@ class TrainConfig:
         direction only). Rows within the data's radius score as without it.
     input_consensus : bool
         Feature vectors only: score rows by the deep model plus the consensus
-        of three detectors on the input itself (``dlmsvdd.training.input_consensus``:
-        ``LpSVDD`` one-class, the kNN distance, the LOF). Without labelled
+        of detectors on the input itself (``dlmsvdd.training.input_consensus``: below
+        256 columns ``LpSVDD`` one-class and an isolation forest, from 256 on the nearest
+        training row's distance; ``dlmsvdd_ext.consensus.members_for``). Without labelled
         anomalies the score is the consensus alone and the network is not
         trained (its score would weigh nothing). False: the deep model's f
         alone (the paper's model).
