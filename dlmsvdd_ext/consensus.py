@@ -404,6 +404,8 @@ class Consensus:
         state : dict
             A ``state_dict`` (one saved before issue 49 is issue 38's three members, without the
             rule for rows beyond the data).
+        device : str, torch.device or None
+            Where its tensors go (None: where the state's are).
 
         Returns
         -------

@@ -309,7 +309,7 @@ def array_pool(images: np.ndarray, labels: np.ndarray, name: str = "X") -> tuple
     labels : numpy.ndarray
         (N,) integer classes.
     name : str
-        The images' name, for error messages (the labels' is its y_ counterpart).
+        The images' name, for error messages (the labels' is its ``y_`` counterpart).
 
     Returns
     -------

@@ -72,7 +72,21 @@ class TaskImages(Dataset):
 class TensorTaskImages(TaskImages):
     """A split of a tensor pool (``sources.TensorImages``): besides row by row, many rows in one
     call (``take``), preprocessed as one batch, so that the trainer slices batches whole
-    (``dlmsvdd.training.batches``). ``augment``: a ``BatchAugment`` or None."""
+    (``dlmsvdd.training.batches``).
+
+    Parameters
+    ----------
+    pool : dlmsvdd.data.sources.TensorImages
+        The source's pool, its images one tensor.
+    split : dlmsvdd.data.protocols.Split
+        The indices taken and their targets (+1 / -1).
+    transform : callable
+        Raw images to network inputs; its ``module`` takes a whole batch.
+    augment : dlmsvdd.data.augment.BatchAugment or None
+        The training augmentation, on whole batches (None: none).
+    preprocessing : dlmsvdd.data.preprocessing.Preprocessing or None
+        What ``transform`` does, as the record a trained model keeps.
+    """
 
     def take(self, positions) -> tuple[torch.Tensor, torch.Tensor]:
         """The network inputs of the rows at ``positions`` (0 to ``len(self) - 1``) and their targets.
@@ -151,6 +165,13 @@ class AugmentedImages(Dataset):
         return self.batch_augment(inputs, generator), targets
 
     def augmented(self) -> "AugmentedImages":
+        """This view: it is already the augmented one.
+
+        Returns
+        -------
+        AugmentedImages
+            ``self``.
+        """
         return self
 
 
