@@ -564,9 +564,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self._epochs(train, val, optimizer, callback, checkpoint, resume, untrained)
         finally:
             self._holding = {}  # the held rows are the fit's alone
-            built, self._built_format = getattr(self, "_built_format", None), None
-            if built is not None:
-                self.network_.to(memory_format=built)
+            if self._built_format is not None:  # channels_last was asked for: back to the network's own
+                self.network_.to(memory_format=self._built_format)
 
     def _epochs(self, train: Dataset, val: Dataset | None, optimizer, callback, checkpoint, resume: bool,
                 untrained: bool) -> None:
@@ -645,6 +644,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if self.network_.guard is not None:
             # the training rows alone: the validation normals calibrate, so they must meet it as new rows do
             self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
+        self._built_format = None  # set when the fit changes the network's memory format
         if cfg.frozen:
             self.network_.requires_grad_(False)
         elif cfg.channels_last and example.dim() == 3:  # NHWC convolutions (tensor cores)
