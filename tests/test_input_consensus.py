@@ -156,6 +156,35 @@ def test_embeddings_are_scored_by_the_nearest_given_rows_distance():
     np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("n_labelled", [4, 30])
+def test_on_embeddings_the_deep_weight_grows_with_the_labels_up_to_20(n_labelled):
+    """Issue 49: beside the embeddings' nearest-row view the deep model weighs min(1, n_A / 20); the
+    score is that times the deep model's robust z-score plus the view's, whatever the weight."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(160, 300)).astype(np.float32)
+    X[:n_labelled] += 1.5
+    t = np.ones(len(X), dtype=int)
+    t[:n_labelled] = -1
+    V = rng.normal(size=(40, 300)).astype(np.float32)
+    Z = np.vstack([rng.normal(size=(20, 300)), 0.3 + rng.normal(size=(5, 300))]).astype(np.float32)
+    train, val = dataset(X, t), dataset(V, np.ones(len(V), int))
+    model = DLMSVDD(**FAST).fit(train, val)
+    deep = DLMSVDD(**FAST, input_consensus=False).fit(train, val)
+    assert model.input_consensus_.consensus_.members_ == consensus.EMBEDDING_MEMBERS
+    weight = min(1.0, n_labelled / 20)
+    assert model.input_consensus_.weight == pytest.approx(weight)
+    view = Consensus(random_state=3).fit(X.astype(np.float64)).dissimilarity(Z.astype(np.float64))
+    expected = weight * numpy_robust_z(deep.dissimilarity(train), deep.dissimilarity(Z)) + view
+    np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_on_tables_the_deep_model_weighs_fully_from_one_label():
+    from dlmsvdd.training.input_consensus import deep_weight
+
+    assert deep_weight(1, consensus.TABLE_MEMBERS) == 1.0 and deep_weight(0, consensus.TABLE_MEMBERS) == 0.0
+    assert deep_weight(0, consensus.EMBEDDING_MEMBERS) == 0.0 and deep_weight(5, consensus.EMBEDDING_MEMBERS) == 0.25
+
+
 def test_a_table_wide_from_its_categories_keeps_the_table_members():
     pd = pytest.importorskip("pandas")
     rng = np.random.default_rng(8)

@@ -13,8 +13,12 @@ holds), and the score
     score(x) = weight * (f(x) - median) / (1.4826 MAD) + consensus(x) / (number of its members),
 
 the deep model's f as a robust z-score by the training rows' f, and the consensus's mean member
-z-score (each member as heavy as the deep model). ``weight`` is 1 when the fit had labelled
-anomalies and 0 without (the network is then not trained: its score would weigh nothing). A
+z-score (each member as heavy as the deep model). ``weight`` (``deep_weight``) is 0 without labelled
+anomalies (the network is then not trained: its score would weigh nothing); with them 1 on tables,
+and on embeddings min(1, n_A / 20), n_A the labelled anomalies: a network pushed away from a handful
+of labelled rows in hundreds of dimensions adds less than the nearest-row view loses by sharing the
+score (issue 49: chosen on the development sets' validation rows by leaving whole sets out, in every
+fold; tests/benchmarks/adbench_leave_sets_out.py, docs/results/adbench.md). A
 training row is scored with its own row left out of its neighbours (``given_scores``, PyOD's
 ``decision_scores_``). The validation rows are not among the consensus's rows: they are scored as
 new rows are, and set the threshold and the calibration (``training.thresholds``). Until issue 46
@@ -30,7 +34,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from dlmsvdd_ext.consensus import Consensus, PortableConsensus, members_for, robust_centre_and_spread
+from dlmsvdd_ext.consensus import EMBEDDING_MEMBERS, Consensus, PortableConsensus, members_for, robust_centre_and_spread
+from dlmsvdd_ext.svdd import FULL_WEIGHT_ANOMALIES
 
 TRAINING, VALIDATION = 0, 1  # the parts of the rows fit was given (decision_scores_ takes both)
 
@@ -51,15 +56,26 @@ def scores_alone(enabled: bool, train) -> bool:
     return enabled and train[0][0].dim() == 1 and not labelled_anomalies(train)
 
 
+def deep_weight(n_anomalies: int, members: tuple) -> float:
+    """The deep model's weight beside a consensus of ``members`` after a fit with ``n_anomalies``
+    labelled anomalies: 0 without any; 1 beside a table's members; beside the embeddings' nearest-row
+    view ``min(1, n_anomalies / FULL_WEIGHT_ANOMALIES)`` (the module's docstring says why)."""
+    if n_anomalies <= 0:
+        return 0.0
+    if tuple(members) == EMBEDDING_MEMBERS:
+        return min(1.0, n_anomalies / FULL_WEIGHT_ANOMALIES)
+    return 1.0
+
+
 def fit(inputs: torch.Tensor, deep_scores: np.ndarray, targets: np.ndarray, seed, device,
         preprocessing=None) -> "InputConsensus":
     """The input consensus of a fit: its consensus on the network inputs of the training rows, and
-    the deep model's weight, 1 when a training row is labelled anomalous (``targets`` -1) and 0
-    otherwise, with its robust scale from ``deep_scores`` (f of the training rows).
+    the deep model's weight (``deep_weight`` of the rows labelled anomalous, ``targets`` -1), with its
+    robust scale from ``deep_scores`` (f of the training rows).
     ``preprocessing``: the model's vector record; a table's encoding in it makes the rows a table."""
-    weight = 1.0 if (np.asarray(targets) < 0).any() else 0.0
     table = getattr(preprocessing, "encoding", None) is not None
     members = members_for(int(inputs.shape[1]), table=table)
+    weight = deep_weight(int((np.asarray(targets) < 0).sum()), members)
     return InputConsensus(weight, random_state=seed, members=members).fit(inputs.to(device), deep_scores)
 
 
@@ -69,7 +85,7 @@ class InputConsensus:
     Parameters
     ----------
     weight : float
-        The deep model's z-score's weight (1 with labelled anomalies, 0 without).
+        The deep model's z-score's weight (``deep_weight``: 0 without labelled anomalies).
     random_state : int or None
         Seeds the consensus (its ``LpSVDD`` member, its forest and its draw of reference rows).
     members : "auto" or tuple of str
