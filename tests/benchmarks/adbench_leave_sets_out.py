@@ -15,6 +15,8 @@ How a rule is chosen and how that choice is judged, without any test row:
   AUROC on the left-out set recorded; the mean of those is the estimate beside the default's plain
   test mean. A rule that wins only on the sets it was chosen on shows there as a gap.
 
+The deep weight's choice made the default (``input_consensus.deep_weight``: full on tables,
+``min(1, n_A / 20)`` on embeddings, in every fold); the default's record equals its candidate's.
 The defaults themselves (``DLMSVDD()``, ``LpSVDD()``) are fitted as a user would, on the training
 split, with the peers at their defaults in the same run on the same splits: kNN, LOF, ECOD (PyOD),
 IsolationForest, OneClassSVM (scikit-learn), Deep SVDD (deepod) without labels; XGBoost, an RBF SVC
