@@ -153,3 +153,13 @@ def test_the_unlabelled_and_long_tailed_tables_average_the_classes_run():
     text = paper_protocol.long_tailed_table(long_tailed)
     assert "| DLM-SVDD | 80.00 (2 classes) | 90.00 (2 classes) | 3 |" in text
     assert "| DLM-SVDD (paper, joint) | 86.79 | 92.59 | |" in text
+
+
+def test_methods_named_on_the_command_line_may_hold_a_comma():
+    """The frozen-CNN ablation's name holds a comma; --methods split it into two unknown names."""
+    names = paper_protocol.method_names("DLM-SVDD, CNN frozen")
+    assert names == ["DLM-SVDD, CNN frozen"]
+    assert paper_protocol.method_names("DLM-SVDD,DLM-SVDD, CNN frozen,classifier (same CNN)") == \
+        ["DLM-SVDD", "DLM-SVDD, CNN frozen", "classifier (same CNN)"]
+    assert paper_protocol.method_names("kNN (k=5) on pixels, nonsense") == ["kNN (k=5) on pixels", "nonsense"]
+    assert set(names) <= set(paper_protocol.LABELLED)

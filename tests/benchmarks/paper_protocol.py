@@ -300,6 +300,20 @@ def goal_rows(records: list[dict], data: str) -> list[tuple[str, bool]]:
     return rows
 
 
+def method_names(text: str) -> list[str]:
+    """``--methods``: names separated by commas, where a name may hold a comma itself ("DLM-SVDD, CNN
+    frozen"): at each piece the longest run of pieces that makes a known name is taken, else the piece
+    alone (``run`` then says which names there are)."""
+    known = set(LABELLED) | set(LONG_TAILED)
+    pieces = [p.strip() for p in text.split(",") if p.strip()]
+    names, i = [], 0
+    while i < len(pieces):
+        take = next((k for k in range(len(pieces) - i, 0, -1) if ", ".join(pieces[i:i + k]) in known), 1)
+        names.append(", ".join(pieces[i:i + take]))
+        i += take
+    return names
+
+
 def main(argv=None) -> int:
     from dlmsvdd.experiments.presets import parse_assignment
 
@@ -323,7 +337,7 @@ def main(argv=None) -> int:
     numbers = lambda text, kind: [kind(v) for v in text.split(",")]  # noqa: E731
     records = run(args.data, args.root, args.protocol, args.output, numbers(args.classes, int),
                   numbers(args.seeds, int), numbers(args.ratios, float), numbers(args.rhos, float),
-                  args.methods.split(",") if args.methods else None,
+                  method_names(args.methods) if args.methods else None,
                   dict(parse_assignment(text) for text in args.set), args.device)
     print({"labelled": labelled_table, "unlabelled": unlabelled_table,
            "long-tailed": long_tailed_table}[args.protocol](records, args.data))
