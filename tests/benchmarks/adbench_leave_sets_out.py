@@ -103,12 +103,17 @@ def dlmsvdd_parts(X, s, seed) -> dict:
     part = model.input_consensus_
     n_labelled = int(s.sum())
 
+    if not n_labelled:
+        return {"default": lambda Z: model.dissimilarity(Z.astype(np.float32))}
+    last = {}
+
     def pieces(Z):
-        Z = Z.astype(np.float32)
-        views = part.member_weight * part.consensus_.dissimilarity(model.preprocess(Z).double()).numpy()
-        total = model.dissimilarity(Z)
-        deep = (total - views) / part.weight if part.weight else np.zeros_like(total)
-        return total, deep, views
+        if last.get("Z") is not Z:  # every scorer reads the same test rows: score and split them once
+            Z32 = Z.astype(np.float32)
+            views = part.member_weight * part.consensus_.dissimilarity(model.preprocess(Z32).double()).numpy()
+            total = model.dissimilarity(Z32)
+            last.update(Z=Z, parts=(total, (total - views) / part.weight, views))
+        return last["parts"]
 
     def weighted(weight):
         def scorer(Z):
@@ -116,10 +121,8 @@ def dlmsvdd_parts(X, s, seed) -> dict:
             return weight * deep + views
         return scorer
 
-    scorers = {"default": lambda Z: pieces(Z)[0]}
-    if n_labelled:
-        scorers.update({name: weighted(weight(n_labelled)) for name, weight in DEEP_WEIGHTS.items()})
-    return scorers
+    return {"default": lambda Z: pieces(Z)[0],
+            **{name: weighted(weight(n_labelled)) for name, weight in DEEP_WEIGHTS.items()}}
 
 
 def _consensus(params: dict):
