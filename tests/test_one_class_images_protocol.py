@@ -33,8 +33,27 @@ def test_the_development_protocol_never_reads_the_test_pool():
     assert all(row.tobytes() in train_pool for row in held_out)
     assert len(held_out) + len(development.train) == len(full.train)
     assert not {row.tobytes() for row in test_pool} <= train_pool  # the two pools differ
-    with pytest.raises(ValueError, match="'development' on digits"):
-        one_class_images.image_source("cifar10", "/nowhere", protocol="development")
+    with pytest.raises(ValueError, match="'test' or 'development'"):
+        one_class_images.image_source("digits", protocol="validation")
+    with pytest.raises(ValueError, match="development protocol only"):
+        one_class_images.image_source("digits", fit_per_class=10)
+
+
+def test_the_development_protocol_of_an_array_source_caps_each_class_and_holds_out_its_training_pool(tmp_path):
+    rng = np.random.default_rng(0)
+    X_train = rng.integers(0, 256, size=(200, 6, 6), dtype=np.uint8)
+    X_test = rng.integers(0, 256, size=(20, 6, 6), dtype=np.uint8)
+    y_train = np.repeat(np.arange(4), 50)
+    np.savez(tmp_path / "fashion_mnist.npz", X_train=X_train, y_train=y_train, X_test=X_test, y_test=np.arange(20) % 4)
+    development = one_class_images.image_source("fashion_mnist", tmp_path, "development", fit_per_class=7)
+    assert np.bincount(development.train_labels).tolist() == [7, 7, 7, 7]
+    assert np.bincount(development.test_labels).tolist() == [15, 15, 15, 15]  # 30% of each class held out
+    train_rows = {row.tobytes(): label for row, label in zip(X_train.reshape(200, -1), y_train)}
+    for pool, labels in ((development.train, development.train_labels), (development.test, development.test_labels)):
+        rows = pool.images.flatten(1).numpy()
+        assert [train_rows[row.tobytes()] for row in rows] == labels.tolist()  # training-pool images, labels kept
+    kept = {row.tobytes() for row in development.train.images.flatten(1).numpy()}
+    assert not kept & {row.tobytes() for row in development.test.images.flatten(1).numpy()}
 
 
 def test_goal_row_holds_only_when_dlmsvdd_is_at_or_above_the_knn_distance():

@@ -145,16 +145,28 @@ def markdown_table(table: dict, methods=METHODS) -> str:
     return "\n".join(lines)
 
 
-def development_source(seed: int = 100):
-    """digits' training pool alone, split again (stratified, 30% held out): a protocol to
-    choose the recipe's settings on that never reads the test pool of ``datasets.digits()``."""
-    from dlmsvdd.data.sources import Source, TensorImages, _split_pool
+def development_source(seed: int = 100, full=None, fit_per_class: int | None = None):
+    """A source's training pool alone (digits' by default), split again (stratified, 30% held out as
+    the test pool): a protocol to choose settings on that never reads the source's test pool.
+    ``fit_per_class``: keep at most that many training images of each class (drawn with ``seed``),
+    for a fit on a few hundred images of a class, as users with a small sample hold them."""
+    from dlmsvdd.data.sources import Source, TensorImages, _split_pool, array_pool
 
-    full = datasets.digits()
+    full = datasets.digits() if full is None else full
+    if isinstance(full.train, TensorImages):
+        images, labels = full.train.images, full.train_labels
+    elif hasattr(full.train, "data"):  # torchvision's pools: their pixels as one array
+        images, labels = array_pool(np.asarray(full.train.data), full.train_labels, full.name)
+    else:
+        raise ValueError(f"{full.name}: a development protocol needs the training pool as one array of images")
     train, held_out = _split_pool(full.train_labels, 0.3, seed)
-    images, labels = full.train.images, full.train_labels
-    return Source("digits", TensorImages(images[train], labels[train]), TensorImages(images[held_out], labels[held_out]),
-                  labels[train], labels[held_out], full.classes, channels=1, image_size=8)
+    if fit_per_class is not None:
+        rng = np.random.default_rng(seed)
+        train = np.sort(np.concatenate([rng.permutation(train[labels[train] == c])[:fit_per_class]
+                                        for c in np.unique(labels[train])]))
+    return Source(full.name, TensorImages(images[train], labels[train]),
+                  TensorImages(images[held_out], labels[held_out]), labels[train], labels[held_out], full.classes,
+                  channels=full.channels, image_size=full.image_size, stats=full.stats)
 
 
 def training_noise_study(variants: dict, inits=(0, 1, 2, 3), ratios=(0.1, 0.5, 0.75), classes=range(10)) -> dict:

@@ -91,20 +91,25 @@ def task_scores(source, normal_class: int, seed: int) -> tuple[np.ndarray, dict]
     return t_test < 0, {name: (scores[name], seconds[name]) for name in METHODS}
 
 
-def image_source(data: str = "digits", root=None, protocol: str = "test"):
-    """The images a run takes: ``datasets.load(data, root)``, or for ``protocol="development"``
-    digits' training pool split again (the only source with a development protocol here)."""
+def image_source(data: str = "digits", root=None, protocol: str = "test", fit_per_class: int | None = None):
+    """The images a run takes: ``datasets.load(data, root)``, or for ``protocol="development"`` its
+    training pool split again (``digits_study.development_source``; the test pool is not read), with
+    at most ``fit_per_class`` training images of a class when given."""
+    if protocol not in ("test", "development"):
+        raise ValueError(f"protocol {protocol!r}: 'test' or 'development'")
+    full = datasets.digits() if data == "digits" else datasets.load(data, root)
     if protocol == "test":
-        return datasets.load(data, root)
-    if protocol != "development" or data != "digits":
-        raise ValueError(f"protocol {protocol!r} on {data!r}: 'test' on any source, 'development' on digits")
-    return development_source()
+        if fit_per_class is not None:
+            raise ValueError("fit_per_class draws from the training pool: with the development protocol only")
+        return full
+    return development_source(full=full, fit_per_class=fit_per_class)
 
 
-def run(data: str = "digits", root=None, protocol: str = "test", seeds=SEEDS, classes=None, log=print) -> list[dict]:
+def run(data: str = "digits", root=None, protocol: str = "test", seeds=SEEDS, classes=None, log=print,
+        fit_per_class: int | None = None) -> list[dict]:
     """One record per (class, seed, method): test AUROC and fit seconds (``classes``: every class
     of the source when None)."""
-    source = image_source(data, root, protocol)
+    source = image_source(data, root, protocol, fit_per_class)
     records = []
     for seed in seeds:
         for c in range(len(source.classes)) if classes is None else classes:
