@@ -194,8 +194,3 @@ def test_a_table_wide_from_its_categories_keeps_the_table_members():
     assert model.input_shape_[0] >= consensus.EMBEDDING_WIDTH  # one-hot encoded: wide, yet a table
     assert model.input_consensus_.consensus_.members_ == consensus.TABLE_MEMBERS
 
-
-def test_images_keep_the_deep_score():
-    images = np.random.default_rng(0).random((40, 1, 8, 8)).astype(np.float32)
-    model = DLMSVDD(epochs=1, batch_size=16, verbose=0, backbone="small_cnn", weights=None).fit(images)
-    assert model.input_consensus_ is None

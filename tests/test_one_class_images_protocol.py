@@ -35,8 +35,9 @@ def test_the_development_protocol_never_reads_the_test_pool():
     assert not {row.tobytes() for row in test_pool} <= train_pool  # the two pools differ
     with pytest.raises(ValueError, match="'test' or 'development'"):
         one_class_images.image_source("digits", protocol="validation")
-    with pytest.raises(ValueError, match="development protocol only"):
-        one_class_images.image_source("digits", fit_per_class=10)
+    capped = one_class_images.image_source("digits", fit_per_class=10)  # the test protocol: the test pool whole
+    assert np.bincount(capped.train_labels).tolist() == [10] * 10
+    np.testing.assert_array_equal(capped.test.images, full.test.images)
 
 
 def test_the_development_protocol_of_an_array_source_caps_each_class_and_holds_out_its_training_pool(tmp_path):

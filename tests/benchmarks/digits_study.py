@@ -148,25 +148,42 @@ def markdown_table(table: dict, methods=METHODS) -> str:
 def development_source(seed: int = 100, full=None, fit_per_class: int | None = None):
     """A source's training pool alone (digits' by default), split again (stratified, 30% held out as
     the test pool): a protocol to choose settings on that never reads the source's test pool.
-    ``fit_per_class``: keep at most that many training images of each class (drawn with ``seed``),
-    for a fit on a few hundred images of a class, as users with a small sample hold them."""
-    from dlmsvdd.data.sources import Source, TensorImages, _split_pool, array_pool
+    ``fit_per_class``: keep at most that many training images of each class (``capped``)."""
+    from dlmsvdd.data.sources import Source, TensorImages, _split_pool
 
     full = datasets.digits() if full is None else full
-    if isinstance(full.train, TensorImages):
-        images, labels = full.train.images, full.train_labels
-    elif hasattr(full.train, "data"):  # torchvision's pools: their pixels as one array
-        images, labels = array_pool(np.asarray(full.train.data), full.train_labels, full.name)
-    else:
-        raise ValueError(f"{full.name}: a development protocol needs the training pool as one array of images")
-    train, held_out = _split_pool(full.train_labels, 0.3, seed)
-    if fit_per_class is not None:
-        rng = np.random.default_rng(seed)
-        train = np.sort(np.concatenate([rng.permutation(train[labels[train] == c])[:fit_per_class]
-                                        for c in np.unique(labels[train])]))
-    return Source(full.name, TensorImages(images[train], labels[train]),
-                  TensorImages(images[held_out], labels[held_out]), labels[train], labels[held_out], full.classes,
-                  channels=full.channels, image_size=full.image_size, stats=full.stats)
+    images, labels = pool_arrays(full)
+    train, held_out = _split_pool(labels, 0.3, seed)
+    source = Source(full.name, TensorImages(images[train], labels[train]),
+                    TensorImages(images[held_out], labels[held_out]), labels[train], labels[held_out], full.classes,
+                    channels=full.channels, image_size=full.image_size, stats=full.stats)
+    return source if fit_per_class is None else capped(source, fit_per_class, seed)
+
+
+def pool_arrays(source):
+    """A source's training pool as one tensor of images and their labels."""
+    from dlmsvdd.data.sources import TensorImages, array_pool
+
+    if isinstance(source.train, TensorImages):
+        return source.train.images, source.train_labels
+    if hasattr(source.train, "data"):  # torchvision's pools: their pixels as one array
+        return array_pool(np.asarray(source.train.data), source.train_labels, source.name)[0], source.train_labels
+    raise ValueError(f"{source.name}: its training pool is not one array of images")
+
+
+def capped(source, fit_per_class: int, seed: int = 100):
+    """The source with at most ``fit_per_class`` training images of each class (a seeded draw) and
+    its test pool as it is: a fit on a few hundred images of a class, as users with a small sample
+    hold them."""
+    from dlmsvdd.data.sources import Source, TensorImages
+
+    images, labels = pool_arrays(source)
+    rng = np.random.default_rng(seed)
+    keep = np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:fit_per_class]
+                                   for c in np.unique(labels)]))
+    return Source(source.name, TensorImages(images[keep], labels[keep]), source.test, labels[keep],
+                  source.test_labels, source.classes, channels=source.channels, image_size=source.image_size,
+                  stats=source.stats)
 
 
 def training_noise_study(variants: dict, inits=(0, 1, 2, 3), ratios=(0.1, 0.5, 0.75), classes=range(10)) -> dict:

@@ -725,9 +725,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self._set_floor(self._gathered_scores(feats, targets, len(train), guarded=False)[0],
                             *([] if val is None else [self._raw_scores(val)]))
         scored = self._gathered_scores(feats, targets, len(train))  # one pass over the training rows
-        if self.config.input_consensus and len(self.input_shape_) == 1:  # the training rows alone (thresholds)
-            self.input_consensus_ = input_consensus.fit(self._inputs(train), *scored, self.config.seed, self.device,
-                                                         self.preprocessing_)
+        n_labelled = int((np.asarray(scored[1]) < 0).sum()) - self.self_labelled_  # by the user, not self-labelled
+        if input_consensus.applies(self.config.input_consensus, len(self.input_shape_) == 1, n_labelled):
+            # the training rows alone (the validation rows set the threshold)
+            self.input_consensus_ = input_consensus.fit(self._inputs(train), scored[0], n_labelled, self.config.seed,
+                                                         self.device, self.preprocessing_)
         given = {input_consensus.TRAINING: self._given_scores(scored)}
         if val is not None:  # scored as new rows: nothing that scores them was fitted on them
             given[input_consensus.VALIDATION] = self.scores(val)
