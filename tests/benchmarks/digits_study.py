@@ -160,15 +160,16 @@ def development_source(seed: int = 100, full=None, fit_per_class: int | None = N
     return source if fit_per_class is None else capped(source, fit_per_class, seed)
 
 
-def pool_arrays(source):
-    """A source's training pool as one tensor of images and their labels."""
+def pool_arrays(source, pool: str = "train"):
+    """A source's training (or test) pool as one tensor of images and their labels."""
     from dlmsvdd.data.sources import TensorImages, array_pool
 
-    if isinstance(source.train, TensorImages):
-        return source.train.images, source.train_labels
-    if hasattr(source.train, "data"):  # torchvision's pools: their pixels as one array
-        return array_pool(np.asarray(source.train.data), source.train_labels, source.name)[0], source.train_labels
-    raise ValueError(f"{source.name}: its training pool is not one array of images")
+    images, labels = getattr(source, pool), getattr(source, f"{pool}_labels")
+    if isinstance(images, TensorImages):
+        return images.images, labels
+    if hasattr(images, "data"):  # torchvision's pools: their pixels as one array
+        return array_pool(np.asarray(images.data), labels, source.name)[0], labels
+    raise ValueError(f"{source.name}: its {pool} pool is not one array of images")
 
 
 def capped(source, fit_per_class: int, seed: int = 100):
@@ -181,7 +182,8 @@ def capped(source, fit_per_class: int, seed: int = 100):
     rng = np.random.default_rng(seed)
     keep = np.sort(np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:fit_per_class]
                                    for c in np.unique(labels)]))
-    return Source(source.name, TensorImages(images[keep], labels[keep]), source.test, labels[keep],
+    test = TensorImages(*pool_arrays(source, "test"))  # one pipeline for both pools: the tensor one
+    return Source(source.name, TensorImages(images[keep], labels[keep]), test, labels[keep],
                   source.test_labels, source.classes, channels=source.channels, image_size=source.image_size,
                   stats=source.stats)
 

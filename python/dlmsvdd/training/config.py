@@ -233,13 +233,17 @@ class TrainConfig:
         of them (its features are L2-normalised: alone they see a row's
         direction only). Rows within the data's radius score as without it.
     input_consensus : bool
-        Feature vectors only: score rows by the deep model plus the consensus
-        of detectors on the input itself (``dlmsvdd.training.input_consensus``: below
-        256 columns ``LpSVDD`` one-class and an isolation forest, from 256 on the nearest
-        training row's distance; ``dlmsvdd_ext.consensus.members_for``). Without labelled
-        anomalies the score is the consensus alone and the network is not
-        trained (its score would weigh nothing). False: the deep model's f
-        alone (the paper's model).
+        Score rows by the deep model plus the consensus of detectors on the
+        input itself (``dlmsvdd.training.input_consensus``). Feature vectors:
+        below 256 columns ``LpSVDD`` one-class and an isolation forest, from
+        256 on the nearest training row's distance
+        (``dlmsvdd_ext.consensus.members_for``); without labelled anomalies the
+        score is the consensus alone and the network is not trained (its score
+        would weigh nothing). Images without labelled anomalies: the network
+        trained one-class beside the nearest training image's distance on its
+        pixels and on its contrast-normalised pixels, pooled
+        (``dlmsvdd.training.image_views``); with labels images keep the deep
+        score alone. False: the deep model's f alone (the paper's model).
     gamma : float or str
         RBF bandwidth: "median" (1 / the initial features' median squared
         distance, estimated once), "local" (10 times that), "per-epoch"
@@ -363,7 +367,7 @@ class TrainConfig:
     self_labelling: float | None = None  # without labels: the fraction self-labelled (None: the recipe's)
     epoch_rows: int | None = None  # rows an epoch trains on, a fresh draw each (0: all; None: the recipe's)
     guard: bool = True  # rows beyond the training data's radius score higher with their distance (training.guard)
-    input_consensus: bool = True  # vectors: the deep score plus the consensus of the input (training.input_consensus)
+    input_consensus: bool = True  # the deep score plus the consensus of the input (training.input_consensus)
     gamma: float | str = "median"  # "median": once from the initial features; "per-epoch"; or a fixed value
     solver: str = "apg"
     fw_max_iter: int = 1000

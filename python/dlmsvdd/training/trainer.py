@@ -168,7 +168,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     Feature vectors are scored by the deep model's f plus the consensus of
     detectors on the input (``input_consensus``, default; without labelled
-    anomalies the consensus alone, and the network is not trained; see
+    anomalies the consensus alone, and the network is not trained); images
+    without labelled anomalies by the network trained one-class beside the
+    nearest training image's distance in two views of the images (see
     ``dlmsvdd.training.input_consensus``): ``dissimilarity`` and every score
     below are then that combined score, not f.
 
