@@ -64,7 +64,8 @@ def test_one_class_fit_on_uint8_grey_arrays(source):
     images = (source.train.images[source.train_labels == 0, 0] * 255).round().to(torch.uint8).numpy()
     with pytest.raises(ValueError, match="needs nu=1"):  # an explicit margin weight other than 1 is refused
         DLMSVDD(**PARAMS, nu=1.2).fit(images)
-    model = DLMSVDD(**{**PARAMS, "epochs": 1}, validation_fraction=0.25, nu=1.0)
+    # the deep score alone: the input consensus scores its fit rows without themselves (decision_scores_)
+    model = DLMSVDD(**{**PARAMS, "epochs": 1}, validation_fraction=0.25, nu=1.0, input_consensus=False)
     labels = model.fit_predict(images)
     assert model.config.val_fraction == 0.25 and model.preprocessing_.input_shape == (1, 8, 8)
     assert "val_auroc" not in model.history_[0]  # validation without anomalies has no AUROC

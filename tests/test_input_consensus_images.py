@@ -86,6 +86,10 @@ def test_without_labels_the_score_is_the_asinh_sum_of_the_deep_z_and_two_views_n
     expected = input_consensus.IMAGE_DEEP_WEIGHT * np.arcsinh(z) + np.mean(np.arcsinh(views), axis=0)
     np.testing.assert_allclose(model.dissimilarity(Z), expected, rtol=1e-5, atol=1e-5)
     assert model.dissimilarity(Z)[12:].min() > np.median(model.dissimilarity(Z)[:12])  # the lit corners
+    # decision_scores_: the validation images scored as new ones; the training images each without itself
+    val = np.setdiff1d(np.arange(len(X)), train.indices)
+    np.testing.assert_allclose(model.decision_scores_[val], model.dissimilarity(X[val]), rtol=1e-6, atol=1e-6)
+    assert (model.decision_scores_[train.indices] > model.dissimilarity(X[train.indices]) + 1e-3).all()
 
 
 def test_the_exported_asinh_is_numpys():
