@@ -442,16 +442,16 @@ class _PortableNearest(nn.Module):
         self.k = k
         self.candidates = min(k + CANDIDATES, reference.shape[0])
 
-    def distances(self, x: torch.Tensor, k: int):
+    def distances(self, x: torch.Tensor):
         sq = (x * x).sum(1, keepdim=True) + (self.reference * self.reference).sum(1)[None] \
             - 2.0 * (x @ self.reference.T)
         candidates = torch.topk(sq, self.candidates, dim=1, largest=False)[1]
         exact = (x[:, None, :] - self.reference[candidates]).pow(2).sum(2).sqrt()
-        distance, order = torch.topk(exact, k, dim=1, largest=False)
+        distance, order = torch.topk(exact, self.k, dim=1, largest=False)
         return distance, candidates.gather(1, order)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.distances(x, self.k)[0][:, self.k - 1]
+        return self.distances(x)[0][:, self.k - 1]
 
 
 class _PortableLOF(_PortableNearest):
@@ -464,7 +464,7 @@ class _PortableLOF(_PortableNearest):
         self.epsilon = LRD_EPSILON
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        near, near_index = self.distances(x, self.k)
+        near, near_index = self.distances(x)
         reach = torch.maximum(near, self.lof_radius[near_index])
         return self.lrd[near_index].mean(1) * (reach.mean(1) + self.epsilon)  # = mean lrd(o) / lrd(x)
 

@@ -42,6 +42,8 @@ every pixel view by far.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torch.nn as nn
@@ -151,10 +153,12 @@ class InputConsensus:
 
     def _view_modules(self) -> list:
         """What each consensus takes of the network inputs: feature vectors as they are; images each
-        of ``image_views.VIEWS``."""
+        of ``image_views.VIEWS`` (built once per image size: their pooling matrices)."""
         if self.image_size_ is None:
             return [nn.Identity()]
-        return [ImageView(view, *self.image_size_) for view in VIEWS]
+        if getattr(self, "_built_views", (None,))[0] != self.image_size_:
+            self._built_views = (self.image_size_, [ImageView(view, *self.image_size_) for view in VIEWS])
+        return self._built_views[1]
 
     def _views(self, inputs: torch.Tensor) -> list:
         """Each consensus's score of rows of network inputs."""
@@ -299,7 +303,7 @@ class PortableCombination(nn.Module):
     def __init__(self, model: InputConsensus):
         super().__init__()
         self.consensuses = nn.ModuleList([PortableConsensus(c) for c in model.consensuses_])
-        self.views = nn.ModuleList([view.float() for view in model._view_modules()])
+        self.views = nn.ModuleList([copy.deepcopy(view).float() for view in model._view_modules()])
         self.weight, self.centre, self.spread = model.weight, float(model.centre_), float(model.spread_)
         self.member_weight, self.compress = model.member_weight, model.compress
 
