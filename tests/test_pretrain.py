@@ -74,13 +74,17 @@ def test_reconstruction_target_pools_large_images():
     np.testing.assert_allclose(pretrain.target(x).numpy(), expected, rtol=1e-6)
 
 
+IMAGE_SCHEDULE = "constant"  # the scratch recipe's on images (docs/user-guide/detector.md, Recipes)
+
+
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
     assert scratch.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 1e-3,
+                                         "lr_schedule": IMAGE_SCHEDULE,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS}
-    paper = {"recipe": "paper", "lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
+    paper = {"recipe": "paper", "lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
              "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
@@ -91,11 +95,13 @@ def test_recipes():
     given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best",
                         cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 0.01,
+                                       "lr_schedule": IMAGE_SCHEDULE,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
                                        "budget_rows": BUDGET_ROWS}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
+                                                           "lr_schedule": "constant",
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
                                                            "self_labelling": 0.05, "epoch_rows": 4096,

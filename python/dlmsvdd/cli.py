@@ -125,6 +125,8 @@ TRAIN_FLAGS = {
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
     "--pretrain-steps": "autoencoder steps",
     "--lr": "Adam learning rate (default: the recipe's)",
+    "--lr-schedule": "the learning rate over the epochs: constant, or cosine (half a cosine from --lr towards 0 "
+                     "at the last epoch) (default: the recipe's)",
     "--weight-decay": "Adam weight decay",
     "--batch-size": "mini-batch size",
     "--selection": "validation metric for the best epoch: auroc or balanced_accuracy",

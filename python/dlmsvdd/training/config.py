@@ -40,6 +40,7 @@ from ..data.sources import DATASETS
 from .checkpoints import RENAMED_FIELDS, RUN_ONLY
 from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE,
                      SMALL_CNN_WIDTH, small_cnn_parameters)
+from .lr_schedule import SCHEDULES
 from .precision import PRECISIONS
 from .selection import RULES
 
@@ -56,10 +57,10 @@ DIVERGENCE = ("rollback", "error")
 # training images (training.pretrain), the larger step of a network that starts far from a good
 # representation, and the epoch selection that small validation sets can support
 # (training.selection). docs/user-guide/detector.md, "Recipes".
-RECIPES = {"paper": {"lr": 1e-4, "pretrain": "none", "selection_rule": "best", "epochs": 30,
+RECIPES = {"paper": {"lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
                      "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS,
                      "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0},
-           "scratch": {"lr": 1e-3, "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
+           "scratch": {"lr": 1e-3, "lr_schedule": "constant", "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                        "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 4, "mlp_width": MLP_WIDTH,
                        "mlp_layers": MLP_LAYERS, "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": BUDGET_ROWS}}
 # A recipe's values that differ for one backbone. The MLP from scratch on feature vectors trains 15
@@ -271,6 +272,10 @@ class TrainConfig:
         ``BUDGET_ROWS`` for the scratch recipe on images, 0 otherwise.
     lr : float or None
         Adam's learning rate (None: the recipe's, 1e-4 for the paper, 1e-3 from scratch).
+    lr_schedule : str or None
+        The rate over the epochs: "constant", or "cosine" (half a cosine from
+        ``lr`` towards zero at the last epoch; ``dlmsvdd.training.lr_schedule``).
+        None: the recipe's.
     weight_decay : float
         Adam's weight decay.
     batch_size : int
@@ -379,6 +384,7 @@ class TrainConfig:
     epochs: int | None = None  # None: the recipe's (BACKBONE_RECIPES), fewer where budget_rows asks
     budget_rows: int | None = None  # with epochs None: rows the omega-steps see in all (0: no budget; None: the recipe's)
     lr: float | None = None  # None: the recipe's (1e-4 for the paper, 1e-3 from scratch)
+    lr_schedule: str | None = None  # "constant" or "cosine" over the epochs (training.lr_schedule); None: the recipe's
     weight_decay: float = 1e-4
     batch_size: int = 128
     grad_clip: float = 1.0
@@ -737,6 +743,7 @@ _RANGES = {
     "missing": [StrOptions({"impute"})],
     "epochs": [_at_least(Integral, 0)],
     "lr": [_positive(Real)],
+    "lr_schedule": [StrOptions(set(SCHEDULES))],
     "weight_decay": [_at_least(Real, 0)],
     "batch_size": [_positive(Integral)],
     "grad_clip": [_positive(Real)],

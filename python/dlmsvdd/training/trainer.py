@@ -29,8 +29,8 @@ from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
-from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, memory, metrics,
-               parallel, precision, pretrain, resident, selection, self_labels, thresholds)
+from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, lr_schedule,
+               memory, metrics, parallel, precision, pretrain, resident, selection, self_labels, thresholds)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
 from .models import FeatureNet, build_backbone
 
@@ -297,9 +297,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             source = ((x.to(self.device, non_blocking=True), t) for x, t in self._loader(data, False, batch_size=size))
         self.network_.eval()
         feats, targets = [], []
+        pad = self.device.type == "cuda"  # batch-shape-independent features (batches.same_shape_forward)
         with torch.no_grad(), precision.scoring():
             for x, t in source:
-                feats.append(self.network_(self._memory_format(x)))
+                feats.append(batches.same_shape_forward(self.network_, self._memory_format(x), size, pad))
                 targets.append(torch.as_tensor(t))
         return torch.cat(feats), torch.cat(targets).cpu().numpy()
 
@@ -602,6 +603,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                    lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
+                row["lr"] = lr_schedule.apply(optimizer, self.training_params_["lr"],
+                                              self.training_params_["lr_schedule"], epoch, epochs)
                 batch_losses, problem = self._omega_step(self._omega_batches(rows, epoch), optimizer,
                                                          cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
