@@ -200,9 +200,14 @@ def test_the_guard_is_zero_within_the_data_and_grows_beyond_it_as_documented():
 
 
 def test_within_the_data_the_guard_changes_no_score():
-    """Training rows have the coordinate 0: with and without the guard the same boundary and scores."""
+    """Training rows have the coordinate 0: with and without the guard the same boundary and scores.
+
+    On the CPU: the guard's coordinate is one more column of every product, zero within the data,
+    which adds nothing there. On a GPU the two fits' products differ in width, which can change the
+    kernel cuBLAS runs and so the rounding, and their trainings parted (1.5e-4 apart after three
+    epochs on an H200, 2026-11-28; not traced further)."""
     X = _gaussian(300)
-    a, b = (DLMSVDD(guard=guarded, input_consensus=False, **FAST).fit(X) for guarded in (True, False))
+    a, b = (DLMSVDD(guard=guarded, input_consensus=False, device="cpu", **FAST).fit(X) for guarded in (True, False))
     inside = X[:100]
     np.testing.assert_allclose(a.dissimilarity(inside), b.dissimilarity(inside), rtol=1e-5, atol=1e-6)
 
