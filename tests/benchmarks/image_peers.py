@@ -104,7 +104,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     task : dlmsvdd.data.tasks.Task
         The task (DLM-SVDD's: the same rows).
     config : TrainConfig
-        DLM-SVDD's configuration: its recipe's epochs (on this training set: ``budget_rows``),
+        DLM-SVDD's configuration: its recipe's epochs (on this training set and device: ``budget_rows``),
         learning rate, network shape and selection rule, and its weight decay, batch size,
         gradient clipping and seed.
     device : str or torch.device
@@ -116,7 +116,8 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         ``test_scores`` (higher = more anomalous), ``val_auroc``, ``kept_epoch``, ``epochs``, ``seconds``.
     """
     peer = PEERS[kind]()
-    params = config.training_params(n_train=len(task.train))  # DLM-SVDD's epochs on this training set
+    # DLM-SVDD's epochs on this training set and device
+    params = config.training_params(n_train=len(task.train), device=device)
     start_time = time.perf_counter()
     torch.manual_seed(config.seed)
     channels = task.train[0][0].shape[0]

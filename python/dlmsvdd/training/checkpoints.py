@@ -41,6 +41,8 @@ RUN_ONLY = ("verbose", "device", "output")
 # configurations (models, checkpoints, run records) are read under the new names
 # (``upgraded_config``); a user's configuration that spells the old one is refused, with the new.
 RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
+# resolved fields added since earlier versions wrote a state, with the value those versions trained with
+RESOLVED_SINCE = {"lr_schedule": "constant"}
 
 
 def upgraded_config(values: dict) -> dict:
@@ -196,7 +198,7 @@ def check_config(state: dict, config: dict, path, resolved: dict | None = None) 
         saved = state.get(key)
         if saved is None or here is None:  # states written before 'resolved' was stored
             continue
-        saved = upgraded_config(saved)
+        saved = upgraded_config(saved) if key == "config" else {**RESOLVED_SINCE, **upgraded_config(saved)}
         differ = sorted(k for k in set(saved) | set(here) if k not in RUN_ONLY and saved.get(k) != here.get(k))
         if differ:
             pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in differ)

@@ -49,7 +49,9 @@ SELECTIONS = ("auroc", "balanced_accuracy")
 # training rows in the omega-step, at most the recipe's 30 (every digits task keeps its 30 epochs:
 # at most 1,000 training rows). 75,000: one Fashion-MNIST task (5,280 training rows at ratio 0.1: 15
 # epochs; 8,400 at 0.75: 9) within 5 minutes on 2 CPU cores, from the measured time of each step;
-# docs/user-guide/detector.md, "Recipes", gives the measurements and what it costs in AUROC.
+# docs/user-guide/detector.md, "Recipes", gives the measurements and what it costs in AUROC (0.0035 to
+# 0.0079 of the Fashion-MNIST table's mean). A budget of the CPU's clock: a fit on a GPU trains the
+# recipe's 30 epochs (the whole table in 254 s on one H200, docs/results/paper-protocol.md).
 BUDGET_ROWS = 75_000
 DIVERGENCE = ("rollback", "error")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
@@ -269,7 +271,9 @@ class TrainConfig:
         see over the whole fit: epochs = min(the recipe's, ceil(budget_rows /
         training rows)), so that a large training set trains fewer, longer
         epochs. 0: the recipe's epochs whatever the size. None: the recipe's,
-        ``BUDGET_ROWS`` for the scratch recipe on images, 0 otherwise.
+        ``BUDGET_ROWS`` for the scratch recipe on images trained on the CPU,
+        0 otherwise (on a GPU, where 30 epochs of a Fashion-MNIST task take
+        under a minute and score higher).
     lr : float or None
         Adam's learning rate (None: the recipe's, 1e-4 for the paper, 1e-3 from scratch).
     lr_schedule : str or None
@@ -507,7 +511,7 @@ class TrainConfig:
             return "resnet50"
         return "mlp" if (self.data == "table" if vectors is None else vectors) else "small_cnn"
 
-    def training_params(self, vectors: bool | None = None, n_train: int | None = None) -> dict:
+    def training_params(self, vectors: bool | None = None, n_train: int | None = None, device=None) -> dict:
         """The fields a recipe decides, as the run uses them.
 
         The values given, else the recipe's. Resolved when used, not stored, so
@@ -520,6 +524,10 @@ class TrainConfig:
         n_train : int or None
             The training rows, when known: ``epochs`` left to the recipe is then
             cut to ``budget_rows`` (``epochs_for``). None: the recipe's epochs.
+        device : torch.device, str or None
+            The device the fit trains on, when known: the recipe's budget is
+            the CPU's (``BUDGET_ROWS``), so on another device ``budget_rows``
+            left to the recipe is 0.
 
         Returns
         -------
@@ -536,6 +544,8 @@ class TrainConfig:
         defaults = {**RECIPES[recipe], **BACKBONE_RECIPES.get((recipe, backbone), {})}
         values = {key: getattr(self, key) for key in defaults if key not in other_shapes}
         params = {"backbone": backbone, "recipe": recipe, **{k: defaults[k] if v is None else v for k, v in values.items()}}
+        if self.budget_rows is None and device is not None and torch.device(device).type != "cpu":
+            params["budget_rows"] = 0  # the budget is the CPU's clock; a GPU trains the recipe's epochs
         if n_train is not None and self.epochs is None:
             params["epochs"] = epochs_for(params["epochs"], params["budget_rows"], n_train)
         return params

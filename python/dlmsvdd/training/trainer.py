@@ -578,12 +578,12 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         if cfg.kernel == "exact":  # up front: the final boundary is fitted on every training row
             kernel_choice.warn_if_slow(len(train), self._feature_width(train), torch.float32, self.device,
                                        stacklevel=4)
-        epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
-        if resume:
+        if resume:  # (the epochs the run started with, wherever it goes on)
             first, best = self._restore_training(checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
+        epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
         bar = tqdm(range(first, epochs + 1), initial=first, total=epochs + 1, desc="DLM-SVDD", disable=quiet)
         for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
@@ -643,7 +643,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Preprocessing.identity(example.shape) if example.dim() == 3
             else VectorPreprocessing.identity(example.shape[0]) if vectors else None)
         # the backbone, the recipe's lr, step 0, selection rule and network shape
-        self.training_params_ = cfg.training_params(vectors, n_train=len(train))  # epochs by the rows' budget
+        # epochs by the rows' budget on the CPU
+        self.training_params_ = cfg.training_params(vectors, n_train=len(train), device=self.device)
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
@@ -716,6 +717,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             optimizer.load_state_dict(state["optimizer"])
         self.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=self.device)
         self.history_ = state["history"]
+        # the run's epochs, as it started them (a budget of rows may differ by device; older states: as now)
+        self.training_params_["epochs"] = state.get("epochs", self.training_params_["epochs"])
         checkpoints.set_rng_states(state["rng"], self.group_)
         best = state["best"]
         return state["next_epoch"], (best["key"], best["epoch"], best["network"])
