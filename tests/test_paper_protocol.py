@@ -163,3 +163,34 @@ def test_methods_named_on_the_command_line_may_hold_a_comma():
         ["DLM-SVDD", "DLM-SVDD, CNN frozen", "classifier (same CNN)"]
     assert paper_protocol.method_names("kNN (k=5) on pixels, nonsense") == ["kNN (k=5) on pixels", "nonsense"]
     assert set(names) <= set(paper_protocol.LABELLED)
+
+
+def test_the_gpu_script_runs_each_task_as_a_process_and_merges_their_records(tmp_path):
+    """tests/benchmarks/gpu_paper_protocol.sh on a tiny Fashion-MNIST-shaped file, on the CPU: every
+    (class, ratio, method) job of SPLIT_METHODS its own process, their records in one file, the
+    table; a deadline already past starts nothing."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 12)
+    images = rng.integers(0, 256, size=(len(labels), 28, 28), dtype=np.uint8)
+    images[labels == 0, :14] //= 4  # class 0 darker above: the pixels tell it apart
+    np.savez(tmp_path / "fashion_mnist.npz", X_train=images, y_train=labels, X_test=images, y_test=labels)
+    script = Path(__file__).parent / "benchmarks" / "gpu_paper_protocol.sh"
+    env = {**os.environ, "DEVICE": "cpu", "CLASSES": "0,1", "RATIOS": "0.5", "WORKERS": "2", "SPLIT_METHODS": "1",
+           "ALONE": "0", "METHODS": "kNN (k=5) on pixels;LpSVDD on pixels", "TAG": "tiny"}
+    done = subprocess.run(["bash", str(script), str(tmp_path), str(tmp_path / "out")], env=env, text=True,
+                          capture_output=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in (tmp_path / "out" / "tiny.jsonl").read_text().splitlines()]
+    assert sorted((r["class"], r["method"]) for r in records) == [
+        (0, "LpSVDD on pixels"), (0, "kNN (k=5) on pixels"), (1, "LpSVDD on pixels"), (1, "kNN (k=5) on pixels")]
+    assert all(r["ratio"] == 0.5 and 0 <= r["auroc"] <= 1 for r in records)
+    assert "| kNN (k=5) on pixels |" in (tmp_path / "out" / "tiny.md").read_text()
+    late = subprocess.run(["bash", str(script), str(tmp_path), str(tmp_path / "late")],
+                          env={**env, "DEADLINE": "1", "TAG": "late"}, text=True, capture_output=True, timeout=600)
+    assert late.returncode == 0 and late.stdout.count("not started (deadline)") == 4
+    assert not (tmp_path / "late" / "late.jsonl").exists()
