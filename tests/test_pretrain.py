@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from dlmsvdd import datasets, tasks
 from dlmsvdd.training import pretrain
-from dlmsvdd.training.config import BUDGET_ROWS, TrainConfig, epochs_for
+from dlmsvdd.training.config import BUDGET_ROWS, ONE_BRANCH_WORK, TrainConfig, epochs_for
 from dlmsvdd.training.models import FeatureNet, SmallCNN
 from dlmsvdd.training.trainer import DLMSVDD
 
@@ -171,17 +171,44 @@ def test_budget_rows_cuts_the_recipes_epochs_on_large_training_sets():
         30, 30, 30, 18, 11, 1, 1]
     assert epochs_for(30, 0, 10 ** 6) == 30 and epochs_for(7, 90_000, 100) == 7
     scratch = TrainConfig()
-    assert BUDGET_ROWS == 75_000  # Fashion-MNIST at ratio 0.1: 15 epochs, 0.75: 9, CIFAR-10 at 0.1: 18, digits: 30
-    assert [scratch.training_params(False, n_train=n)["epochs"] for n in (5280, 8400, 4400, 1000)] == [15, 9, 18, 30]
-    assert scratch.training_params(False)["epochs"] == 30
-    assert TrainConfig(epochs=30).training_params(False, n_train=5280)["epochs"] == 30
+    assert BUDGET_ROWS == 75_000 and ONE_BRANCH_WORK == 6
+    # past the budget the small CNN trains one branch, whose rows count a sixth: Fashion-MNIST at ratio 0.1
+    # (5,280 rows) and 0.75 (8,400), CIFAR-10 at 0.1 (4,400): one branch, 30 epochs; digits (at most 1,000):
+    # the four branches, 30 epochs; ImageNet-LT's 115,846 rows: one branch, 4 epochs
+    shapes = [(p["cnn_branches"], p["epochs"]) for p in (scratch.training_params(False, n_train=n)
+                                                          for n in (5280, 8400, 4400, 1000, 2500, 20_000, 115_846))]
+    assert shapes == [(1, 30), (1, 30), (1, 30), (4, 30), (4, 30), (1, 23), (1, 4)]
+    assert scratch.training_params(False)["epochs"] == 30 and scratch.training_params(False)["cnn_branches"] == 4
+    assert TrainConfig(epochs=30).training_params(False, n_train=8400)["cnn_branches"] == 4  # epochs given: no cut
     assert TrainConfig(budget_rows=0).training_params(False, n_train=5280)["epochs"] == 30
-    assert TrainConfig(budget_rows=10_560).training_params(False, n_train=5280)["epochs"] == 2
+    # branches given: the budget cuts the epochs alone
+    assert TrainConfig(cnn_branches=4).training_params(False, n_train=8400)["epochs"] == 9
+    assert TrainConfig(budget_rows=10_560).training_params(False, n_train=5280)["epochs"] == 12
+    assert TrainConfig(budget_rows=10_560, cnn_branches=2).training_params(False, n_train=5280)["epochs"] == 2
     assert TrainConfig(weights="imagenet").training_params(False, n_train=10 ** 6)["epochs"] == 30
     assert TrainConfig().training_params(True, n_train=10 ** 6)["epochs"] == 15
     task = tasks.make_task(datasets.digits(), 1, ratio=0.5, seed=0)
-    model = DLMSVDD(verbose=0, budget_rows=2 * len(task.train) + 1).fit(task.train, task.val)
+    model = DLMSVDD(verbose=0, budget_rows=2 * len(task.train) + 1, cnn_branches=4).fit(task.train, task.val)
     assert model.training_params_["epochs"] == 3 and [row["epoch"] for row in model.history_] == [0, 1, 2, 3]
+
+
+def test_past_the_budget_the_fit_trains_one_branch_and_its_file_rebuilds_it(tmp_path):
+    """The network the budget chose (one branch, its epochs) is the fit's, and a saved model records it:
+    loaded (and saved again), it rebuilds that network, not the configuration's four branches."""
+    from dlmsvdd import DLMSVDD
+
+    task = tasks.make_task(datasets.digits(), 1, ratio=0.5, seed=0)
+    n = len(task.train)
+    model = DLMSVDD(verbose=0, budget_rows=n // 3).fit(task.train, task.val)  # 30 epochs of 4 branches: past it
+    assert (model.training_params_["cnn_branches"], model.training_params_["epochs"]) == (1, 2)
+    assert model.network_.backbone.branches == 1 and len(model.history_) == 3
+    model.save(tmp_path / "model.pt")
+    loaded = DLMSVDD.load(tmp_path / "model.pt")
+    assert loaded.network_.backbone.branches == 1 and loaded.config.cnn_branches is None
+    np.testing.assert_array_equal(loaded.dissimilarity(task.test), model.dissimilarity(task.test))
+    loaded.save(tmp_path / "again.pt")
+    np.testing.assert_array_equal(DLMSVDD.load(tmp_path / "again.pt").dissimilarity(task.test),
+                                  model.dissimilarity(task.test))
 
 
 def test_the_budget_is_the_cpus_a_gpu_trains_the_recipes_epochs():
@@ -189,11 +216,11 @@ def test_the_budget_is_the_cpus_a_gpu_trains_the_recipes_epochs():
     (on one H200 the whole Fashion-MNIST table in 254 s, 0.0035-0.0079 above the budget's AUROC); a
     budget given is kept on any device."""
     scratch = TrainConfig()
-    assert [scratch.training_params(False, n_train=5280, device=d)["epochs"] for d in ("cpu", "cuda", "cuda:1")] == [
-        15, 30, 30]
+    assert [tuple(scratch.training_params(False, n_train=8400, device=d)[k] for k in ("cnn_branches", "epochs"))
+            for d in ("cpu", "cuda", "cuda:1")] == [(1, 30), (4, 30), (4, 30)]
     assert scratch.training_params(False, device=torch.device("cuda"))["budget_rows"] == 0
     assert scratch.training_params(False, device="cpu")["budget_rows"] == BUDGET_ROWS
-    assert TrainConfig(budget_rows=BUDGET_ROWS).training_params(False, n_train=5280, device="cuda")["epochs"] == 15
+    assert TrainConfig(budget_rows=BUDGET_ROWS).training_params(False, n_train=8400, device="cuda")["cnn_branches"] == 1
 
 
 def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
@@ -204,7 +231,7 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
 
     task = tasks.make_task(datasets.digits(), 1, ratio=0.5, seed=0)
     path = tmp_path / "state.pt"
-    params = dict(verbose=0, epochs=None, budget_rows=2 * len(task.train) + 1)  # 3 epochs here
+    params = dict(verbose=0, epochs=None, budget_rows=2 * len(task.train) + 1, cnn_branches=4)  # 3 epochs here
 
     def stop(row):
         if row["epoch"] == 1:
@@ -216,6 +243,7 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     assert state["epochs"] == 3
     state["epochs"] = 4  # as if the run had started where its budget gave 4
     del state["resolved"]["lr_schedule"]  # and before the schedule existed (it trained at a constant rate)
+    assert state.pop("network_shape") == {"cnn_width": 32, "cnn_branches": 4}  # and before the run recorded it
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     resumed = DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
     assert resumed.training_params_["epochs"] == 4 and [row["epoch"] for row in resumed.history_] == [0, 1, 2, 3, 4]

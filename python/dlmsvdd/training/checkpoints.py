@@ -206,6 +206,18 @@ def check_config(state: dict, config: dict, path, resolved: dict | None = None) 
                              "resume it with its own configuration and the dlmsvdd version that wrote it")
 
 
+def run_params(state) -> dict:
+    """The epochs and network shape a run recorded of itself (``DLMSVDD._run_params``), from a
+    state or the path of one; empty for states written before it was recorded (their runs' are what
+    their configuration resolves to)."""
+    if not isinstance(state, dict):
+        state = read(state, TRAINING)
+    params = dict(state.get("network_shape") or {})
+    if state.get("epochs") is not None:
+        params["epochs"] = state["epochs"]
+    return params
+
+
 def rng_states(group=None) -> list[dict]:
     """The random generators' states of this process (with a process group: of
     every process, in rank order; every rank must call this)."""

@@ -53,6 +53,12 @@ SELECTIONS = ("auroc", "balanced_accuracy")
 # 0.0079 of the Fashion-MNIST table's mean). A budget of the CPU's clock: a fit on a GPU trains the
 # recipe's 30 epochs (the whole table in 254 s on one H200, docs/results/paper-protocol.md).
 BUDGET_ROWS = 75_000
+# Past the budget the small CNN from scratch trains one branch before it trains fewer epochs: an epoch of
+# one branch is about ONE_BRANCH_WORK times less work than the recipe's four (Fashion-MNIST at ratio 0.75,
+# one thread: 8.9 s against 52 s an epoch), so the budget then buys that many times the rows. Measured on
+# Fashion-MNIST (docs/user-guide/detector.md, "Recipes"): one branch at 30 epochs scored within a few
+# thousandths of four at 30, and above four at the budget's 9 to 15 epochs, in about half its time.
+ONE_BRANCH_WORK = 6
 DIVERGENCE = ("rollback", "error")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
 # pretrained weights), and the one for a backbone trained from scratch: step 0 on the task's own
@@ -270,7 +276,9 @@ class TrainConfig:
         With ``epochs`` left to the recipe, the training rows the omega-steps
         see over the whole fit: epochs = min(the recipe's, ceil(budget_rows /
         training rows)), so that a large training set trains fewer, longer
-        epochs. 0: the recipe's epochs whatever the size. None: the recipe's,
+        epochs; with the small CNN from scratch, a set past the budget first
+        trains one branch (``cnn_branches`` left to the recipe), about 6 times
+        less work an epoch. 0: the recipe's epochs whatever the size. None: the recipe's,
         ``BUDGET_ROWS`` for the scratch recipe on images trained on the CPU,
         0 otherwise (on a GPU, where 30 epochs of a Fashion-MNIST task take
         under a minute and score higher).
@@ -522,8 +530,10 @@ class TrainConfig:
         vectors : bool or None
             Whether the inputs are feature vectors, as in ``resolved_backbone``.
         n_train : int or None
-            The training rows, when known: ``epochs`` left to the recipe is then
-            cut to ``budget_rows`` (``epochs_for``). None: the recipe's epochs.
+            The training rows, when known: past ``budget_rows``, the small CNN's
+            ``cnn_branches`` left to the recipe is then 1 and ``epochs`` left to
+            it is cut to the budget (``epochs_for``; one branch's rows count
+            1 / ``ONE_BRANCH_WORK``). None: the recipe's network and epochs.
         device : torch.device, str or None
             The device the fit trains on, when known: the recipe's budget is
             the CPU's (``BUDGET_ROWS``), so on another device ``budget_rows``
@@ -547,7 +557,12 @@ class TrainConfig:
         if self.budget_rows is None and device is not None and torch.device(device).type != "cpu":
             params["budget_rows"] = 0  # the budget is the CPU's clock; a GPU trains the recipe's epochs
         if n_train is not None and self.epochs is None:
-            params["epochs"] = epochs_for(params["epochs"], params["budget_rows"], n_train)
+            epochs = epochs_for(params["epochs"], params["budget_rows"], n_train)
+            if epochs < params["epochs"] and backbone == "small_cnn" and self.cnn_branches is None \
+                    and params["cnn_branches"] > 1:  # past the budget: one branch first (ONE_BRANCH_WORK)
+                params["cnn_branches"] = 1
+                epochs = epochs_for(params["epochs"], params["budget_rows"] * ONE_BRANCH_WORK, n_train)
+            params["epochs"] = epochs
         return params
 
     def resolved(self, vectors: bool | None = None) -> dict:

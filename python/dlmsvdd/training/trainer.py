@@ -561,7 +561,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.self_labels_ = train.targets if self.self_labelled_ else None
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
-        optimizer = self._start(train, val)
+        optimizer = self._start(train, val, checkpoint, resume)
         try:
             self._hold(train, val)
             self._epochs(train, val, optimizer, callback, checkpoint, resume, untrained)
@@ -630,7 +630,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                           ConvergenceWarning, stacklevel=3)
         return self
 
-    def _start(self, train: Dataset, val: Dataset | None = None):
+    def _start(self, train: Dataset, val: Dataset | None = None, checkpoint=None, resume: bool = False):
         """The network (seeded), its DDP wrapper under torchrun, the boundary
         estimator and the optimiser (None with a frozen backbone)."""
         cfg = self.config
@@ -643,8 +643,12 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             Preprocessing.identity(example.shape) if example.dim() == 3
             else VectorPreprocessing.identity(example.shape[0]) if vectors else None)
         # the backbone, the recipe's lr, step 0, selection rule and network shape
-        # epochs by the rows' budget on the CPU
+        # the network and epochs by the rows' budget on the CPU; a resumed run's as it started
         self.training_params_ = cfg.training_params(vectors, n_train=len(train), device=self.device)
+        if resume:  # states written before a run recorded its own network: the configuration's
+            before = cfg.training_params(vectors)
+            shape = {k: before[k] for k in SHAPE_FIELDS.get(before["backbone"], {}) if k in before}
+            self.training_params_.update({**shape, **checkpoints.run_params(checkpoint)})
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
@@ -701,11 +705,18 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             return
         checkpoints.write(path, {
             "config": self.config.to_dict(), "resolved": self.config.resolved(len(self.input_shape_) == 1), "next_epoch": next_epoch,
-            "epochs": self.training_params_["epochs"],  # the run's, after budget_rows
+            **self._run_params(),  # the run's epochs and network, after budget_rows
             "input_shape": list(self.input_shape_),
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,
             "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
+
+    def _run_params(self) -> dict:
+        """What a fit's state records of its own run beyond its configuration: the epochs and the
+        network's shape fields, as the budget of rows made them (``checkpoints.run_params``)."""
+        params = self.training_params_
+        return {"epochs": params["epochs"],
+                "network_shape": {k: params[k] for k in SHAPE_FIELDS.get(params["backbone"], {}) if k in params}}
 
     def _restore_training(self, path, optimizer) -> tuple[int, tuple]:
         """Continues where ``_save_training`` left off (at ``path``, written by a
@@ -717,8 +728,6 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             optimizer.load_state_dict(state["optimizer"])
         self.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=self.device)
         self.history_ = state["history"]
-        # the run's epochs, as it started them (a budget of rows may differ by device; older states: as now)
-        self.training_params_["epochs"] = state.get("epochs", self.training_params_["epochs"])
         checkpoints.set_rng_states(state["rng"], self.group_)
         best = state["best"]
         return state["next_epoch"], (best["key"], best["epoch"], best["network"])
@@ -1278,7 +1287,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
             "warnings": self.warnings_, "versions": versions(),
             "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None),
-            "input_consensus": None if self.input_consensus_ is None else self.input_consensus_.state_dict()},
+            "input_consensus": None if self.input_consensus_ is None else self.input_consensus_.state_dict(),
+            **({} if getattr(self, "training_params_", None) is None else self._run_params())},
             checkpoints.MODEL)
 
     def _decision_scores(self) -> torch.Tensor | None:
@@ -1338,6 +1348,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         resolved = TrainConfig(**values).training_params(vectors)
         shape = SHAPE_FIELDS.get(resolved["backbone"], {})
         resolved.update({k: resolved[k] if k in values else before for k, before in shape.items()})
+        resolved.update(checkpoints.run_params(state))  # the network the budget of rows made (files since)
         values["backbone"] = resolved["backbone"] if values["backbone"] == "auto" else values["backbone"]
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
@@ -1350,6 +1361,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError(f"{path}: its preprocessing record is not one this dlmsvdd reads ({type(err).__name__}: "
                              f"{err}); {checkpoints.DAMAGED}") from None
         model.network_ = model._build_network(model.in_channels_, resolved, vectors)
+        model.training_params_ = resolved  # (a file saved again records the same network)
         try:
             model.network_.load_state_dict(state["network"])
         except RuntimeError as err:  # torch's missing or unexpected keys, size mismatches
