@@ -50,8 +50,8 @@ def test_help_shows_the_defaults(capsys):
     # one entry per option (argparse starts each on a line of its own and wraps the help)
     options = {" ".join(block.split()).split(" ", 1)[0]: " ".join(block.split())
                for block in re.split(r"\n  (?=-)", capsys.readouterr().out)}
-    for flag, default in (("--epochs", "the recipe's, 30; 15 for the MLP from scratch; from scratch on images fewer on large "
-                                       "training sets, see --budget-rows"), ("--lr", "the recipe's"), ("--recipe", "auto"), ("--backbone", "auto"),
+    for flag, default in (("--epochs", "the recipe's, 30; 15 for the MLP from scratch; from scratch on images on the CPU "
+                                       "fewer on huge training sets, see --budget-rows"), ("--lr", "the recipe's"), ("--recipe", "auto"), ("--backbone", "auto"),
                           ("--data", "digits"),
                           ("--nu", "auto"), ("--batch-size", "128"), ("--n-components", "1024")):
         assert options[flag].endswith(f"(default: {default})"), options[flag]

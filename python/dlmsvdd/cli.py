@@ -95,7 +95,8 @@ TRAIN_FLAGS = {
     "--image-size": "resize images to this size (the small CNN takes 4 and more)",
     "--cnn-width": "the small CNN's first-block channels (default: the recipe's, 32)",
     "--cnn-branches": "the small CNN's independent branches, their kernel distances averaged; with --cnn-width "
-                      "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper)",
+                      "at most ResNet-50's parameters (default: the recipe's, 4 from scratch, 1 for the paper; 1 "
+                      "from scratch past the CPU's budget, see --budget-rows)",
     "--mlp-width": "the MLP's hidden width; its features: width // 2 (default: the recipe's, 128)",
     "--mlp-layers": "the MLP's hidden layers (default: the recipe's, 2)",
     "--kernel": "auto (exact up to 10,000 training rows, nystrom with m <= 256 above), exact, nystrom, rff, "
@@ -116,10 +117,11 @@ TRAIN_FLAGS = {
                        "samples called anomalous (p-value <= it over the validation normals), or radius "
                        "(the sphere's r^2)",
     "--epochs": "alternating epochs (default: the recipe's, 30; 15 for the MLP from scratch; from scratch on "
-                "images fewer on large training sets, see --budget-rows)",
-    "--budget-rows": "with --epochs left to the recipe: the training rows the omega-steps see in all, epochs = "
-                     "min(30, ceil(budget / training rows)); 0: no budget (default: the recipe's, 75000 from "
-                     "scratch on images, 0 otherwise)",
+                "images on the CPU fewer on huge training sets, see --budget-rows)",
+    "--budget-rows": "with --epochs left to the recipe: the training rows the four-branch small CNN's "
+                     "omega-steps see in all; past it one branch (6 times the rows), then epochs = min(30, "
+                     "ceil(6 x budget / training rows)); 0: no budget (default: the recipe's, 75000 from scratch "
+                     "on images on the CPU, 0 otherwise)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
     "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",

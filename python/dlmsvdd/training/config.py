@@ -45,19 +45,19 @@ from .precision import PRECISIONS
 from .selection import RULES
 
 SELECTIONS = ("auroc", "balanced_accuracy")
-# The scratch recipe's epochs on images, by the data's size (issue 50): as many epochs as see this many
-# training rows in the omega-step, at most the recipe's 30 (every digits task keeps its 30 epochs:
-# at most 1,000 training rows). 75,000: one Fashion-MNIST task (5,280 training rows at ratio 0.1: 15
-# epochs; 8,400 at 0.75: 9) within 5 minutes on 2 CPU cores, from the measured time of each step;
-# docs/user-guide/detector.md, "Recipes", gives the measurements and what it costs in AUROC (0.0035 to
-# 0.0079 of the Fashion-MNIST table's mean). A budget of the CPU's clock: a fit on a GPU trains the
-# recipe's 30 epochs (the whole table in 254 s on one H200, docs/results/paper-protocol.md).
+# The scratch recipe on images trained on the CPU, by the data's size (issue 50): the four-branch small
+# CNN sees at most this many training rows in the omega-steps over the fit (30 epochs of every digits
+# task: at most 1,000 training rows). 75,000 was one Fashion-MNIST task within 5 minutes on 2 CPU cores
+# as epochs of four branches (15 at ratio 0.1, 9 at 0.75), from the measured time of each step; that cost
+# 0.0035 to 0.0079 of the Fashion-MNIST table's mean AUROC. A budget of the CPU's clock: a fit on a GPU
+# trains the recipe's network for 30 epochs (the whole table in 254 s on one H200,
+# docs/results/paper-protocol.md).
 BUDGET_ROWS = 75_000
 # Past the budget the small CNN from scratch trains one branch before it trains fewer epochs: an epoch of
 # one branch is about ONE_BRANCH_WORK times less work than the recipe's four (Fashion-MNIST at ratio 0.75,
-# one thread: 8.9 s against 52 s an epoch), so the budget then buys that many times the rows. Measured on
-# Fashion-MNIST (docs/user-guide/detector.md, "Recipes"): one branch at 30 epochs scored within a few
-# thousandths of four at 30, and above four at the budget's 9 to 15 epochs, in about half its time.
+# one thread: 8.9 s against 52 s an epoch), so the budget then buys that many times the rows. On the
+# Fashion-MNIST table one branch at 30 epochs scored 0.0035-0.0056 above four at the budget's epochs and
+# within 0.0025 of four at 30 (docs/user-guide/detector.md, "Recipes"); its largest task fits in 141 s.
 ONE_BRANCH_WORK = 6
 DIVERGENCE = ("rollback", "error")
 # How a network is trained, for the fields left at None: the paper's (its backbones start from

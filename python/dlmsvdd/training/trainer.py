@@ -580,7 +580,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                                        stacklevel=4)
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
-        if resume:  # (the epochs the run started with, wherever it goes on)
+        if resume:
             first, best = self._restore_training(checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
         epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
