@@ -106,23 +106,3 @@ def test_a_networks_memory_format_is_read_from_its_convolution_weights():
     assert precision.memory_format(network) == torch.channels_last  # the 1x1 kernel is both
     assert precision.memory_format(torch.nn.Linear(3, 2)) == torch.contiguous_format
 
-
-def test_features_batches_run_at_one_shape_on_a_gpu_only():
-    """batches.same_shape_forward: with pad, every call of the network sees exactly `size` rows (the
-    last batch padded with its last row) and the rows' outputs are the unpadded ones; without pad
-    (the CPU) the batch goes through as it is. Measured on an H200: decision_scores_ and
-    dissimilarity of the same rows differed by 1e-6 where batches of other shapes scored them."""
-    from dlmsvdd.training import batches
-
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.ReLU(), torch.nn.Linear(7, 3)).eval()
-    shapes = []
-    net.register_forward_pre_hook(lambda module, args: shapes.append(args[0].shape[0]))
-    x = torch.randn(3, 5)
-    with torch.no_grad():
-        padded = batches.same_shape_forward(net, x, 8, pad=True)
-        plain = batches.same_shape_forward(net, x, 8, pad=False)
-        full = batches.same_shape_forward(net, torch.randn(8, 5), 8, pad=True)
-    assert shapes == [8, 3, 8] and padded.shape == (3, 3) and full.shape == (8, 3)
-    torch.testing.assert_close(padded, net(x), rtol=1e-6, atol=1e-7)
-    torch.testing.assert_close(plain, net(x), rtol=0, atol=0)

@@ -68,18 +68,3 @@ def eval_batch_size(batch_size: int, vectors: bool) -> int:
     least ``VECTOR_EVAL_BATCH`` rows for feature vectors."""
     return max(batch_size, VECTOR_EVAL_BATCH) if vectors else batch_size
 
-
-def same_shape_forward(network, x: torch.Tensor, size: int, pad: bool) -> torch.Tensor:
-    """``network(x)`` for a features batch of at most ``size`` rows; with ``pad``, run at exactly
-    ``size`` rows (the last row repeated) and the padding's outputs dropped.
-
-    Why: on a GPU, cuDNN and cuBLAS choose their kernels (and so the order of a row's sums) by the
-    batch's shape, so that a row's features, and its score, differed in the last bits with the rows
-    batched beside it: ``decision_scores_`` against ``dissimilarity`` of the same rows by up to 1e-6
-    on an H200 (2026-11-28). Every batch of one shape gives each row one result wherever it sits.
-    The CPU's kernels are shape-independent here, so it pads nothing.
-    """
-    if not pad or len(x) >= size:
-        return network(x)
-    filler = x[-1:].expand(size - len(x), *x.shape[1:])
-    return network(torch.cat([x, filler]))[:len(x)]

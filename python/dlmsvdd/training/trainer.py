@@ -297,10 +297,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             source = ((x.to(self.device, non_blocking=True), t) for x, t in self._loader(data, False, batch_size=size))
         self.network_.eval()
         feats, targets = [], []
-        pad = self.device.type == "cuda"  # batch-shape-independent features (batches.same_shape_forward)
         with torch.no_grad(), precision.scoring():
             for x, t in source:
-                feats.append(batches.same_shape_forward(self.network_, self._memory_format(x), size, pad))
+                feats.append(self.network_(self._memory_format(x)))
                 targets.append(torch.as_tensor(t))
         return torch.cat(feats), torch.cat(targets).cpu().numpy()
 
