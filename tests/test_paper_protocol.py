@@ -4,6 +4,11 @@ against their formulas, a peer trained and kept as DLM-SVDD keeps its epochs, wh
 epochs read from a longer run gives against a run of E epochs, the tables, and a run that skips
 what its output holds."""
 
+import json
+import os
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -165,32 +170,52 @@ def test_methods_named_on_the_command_line_may_hold_a_comma():
     assert set(names) <= set(paper_protocol.LABELLED)
 
 
+GPU_SCRIPT = Path(__file__).parent / "benchmarks" / "gpu_paper_protocol.sh"
+
+
+def _tiny_fashion_mnist(folder) -> None:
+    """A tiny Fashion-MNIST-shaped array file: 12 images of each class, class 0 darker above."""
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 12)
+    images = rng.integers(0, 256, size=(len(labels), 28, 28), dtype=np.uint8)
+    images[labels == 0, :14] //= 4  # the pixels tell class 0 apart
+    np.savez(folder / "fashion_mnist.npz", X_train=images, y_train=labels, X_test=images, y_test=labels)
+
+
+def _gpu_script(root, out, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(GPU_SCRIPT), str(root), str(out)], env={**os.environ, "DEVICE": "cpu", **env},
+                          text=True, capture_output=True, timeout=600)
+
+
 def test_the_gpu_script_runs_each_task_as_a_process_and_merges_their_records(tmp_path):
     """tests/benchmarks/gpu_paper_protocol.sh on a tiny Fashion-MNIST-shaped file, on the CPU: every
     (class, ratio, method) job of SPLIT_METHODS its own process, their records in one file, the
     table; a deadline already past starts nothing."""
-    import json
-    import os
-    import subprocess
-    from pathlib import Path
-
-    rng = np.random.default_rng(0)
-    labels = np.repeat(np.arange(10), 12)
-    images = rng.integers(0, 256, size=(len(labels), 28, 28), dtype=np.uint8)
-    images[labels == 0, :14] //= 4  # class 0 darker above: the pixels tell it apart
-    np.savez(tmp_path / "fashion_mnist.npz", X_train=images, y_train=labels, X_test=images, y_test=labels)
-    script = Path(__file__).parent / "benchmarks" / "gpu_paper_protocol.sh"
-    env = {**os.environ, "DEVICE": "cpu", "CLASSES": "0,1", "RATIOS": "0.5", "WORKERS": "2", "SPLIT_METHODS": "1",
+    _tiny_fashion_mnist(tmp_path)
+    env = {"CLASSES": "0,1", "RATIOS": "0.5", "WORKERS": "2", "SPLIT_METHODS": "1",
            "ALONE": "0", "METHODS": "kNN (k=5) on pixels;LpSVDD on pixels", "TAG": "tiny"}
-    done = subprocess.run(["bash", str(script), str(tmp_path), str(tmp_path / "out")], env=env, text=True,
-                          capture_output=True, timeout=600)
+    done = _gpu_script(tmp_path, tmp_path / "out", **env)
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(line) for line in (tmp_path / "out" / "tiny.jsonl").read_text().splitlines()]
     assert sorted((r["class"], r["method"]) for r in records) == [
         (0, "LpSVDD on pixels"), (0, "kNN (k=5) on pixels"), (1, "LpSVDD on pixels"), (1, "kNN (k=5) on pixels")]
     assert all(r["ratio"] == 0.5 and 0 <= r["auroc"] <= 1 for r in records)
     assert "| kNN (k=5) on pixels |" in (tmp_path / "out" / "tiny.md").read_text()
-    late = subprocess.run(["bash", str(script), str(tmp_path), str(tmp_path / "late")],
-                          env={**env, "DEADLINE": "1", "TAG": "late"}, text=True, capture_output=True, timeout=600)
+    late = _gpu_script(tmp_path, tmp_path / "late", **{**env, "DEADLINE": "1", "TAG": "late"})
     assert late.returncode == 0 and late.stdout.count("not started (deadline)") == 4
     assert not (tmp_path / "late" / "late.jsonl").exists()
+
+
+def test_the_gpu_script_runs_the_long_tailed_protocol(tmp_path):
+    """PROTOCOL=long-tailed: one process per (class, rho), the long-tailed pool's records (balanced
+    accuracy), and the long-tailed table (rho columns, the paper's CIFAR-10-LT rows)."""
+    _tiny_fashion_mnist(tmp_path)
+    done = _gpu_script(tmp_path, tmp_path / "out", PROTOCOL="long-tailed", CLASSES="0", RHOS="2", WORKERS="1",
+                       ALONE="0", METHODS="DLM-SVDD, CNN frozen", SET="epochs=1", TAG="lt")
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in (tmp_path / "out" / "lt.jsonl").read_text().splitlines()]
+    assert [(r["protocol"], r["class"], r["rho"], r["method"]) for r in records] == [
+        ("long-tailed", 0, 2.0, "DLM-SVDD, CNN frozen")]
+    assert 0 <= records[0]["balanced_accuracy"] <= 1 and records[0]["n_train"] < 96  # the pool, not all 120
+    table = (tmp_path / "out" / "lt.md").read_text()
+    assert "| rho 2 |" in table and "| DLM-SVDD, CNN frozen |" in table and "class 0 rho 2" in done.stdout
