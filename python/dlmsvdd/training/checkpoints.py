@@ -206,12 +206,10 @@ def check_config(state: dict, config: dict, path, resolved: dict | None = None) 
                              "resume it with its own configuration and the dlmsvdd version that wrote it")
 
 
-def run_params(state) -> dict:
-    """The epochs and network shape a run recorded of itself (``DLMSVDD._run_params``), from a
-    state or the path of one; empty for states written before it was recorded (their runs' are what
-    their configuration resolves to)."""
-    if not isinstance(state, dict):
-        state = read(state, TRAINING)
+def run_params(state: dict) -> dict:
+    """The epochs and network shape a run recorded of itself (``DLMSVDD._run_params``) in a state
+    it wrote; empty for states written before it was recorded (their runs' are what their
+    configuration resolves to, ``TrainConfig.recorded_run``)."""
     params = dict(state.get("network_shape") or {})
     if state.get("epochs") is not None:
         params["epochs"] = state["epochs"]

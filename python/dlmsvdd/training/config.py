@@ -565,6 +565,32 @@ class TrainConfig:
             params["epochs"] = epochs
         return params
 
+    def recorded_run(self, vectors: bool, recorded: dict, given=None) -> dict:
+        """The network and epochs of a run of this configuration that a state (a training
+        checkpoint or a model file) was written by: the shape fields the configuration resolves to,
+        then what the run recorded of itself (``checkpoints.run_params``: the network and epochs
+        the budget of rows made; empty in states written before them).
+
+        Parameters
+        ----------
+        vectors : bool
+            Whether the inputs are feature vectors.
+        recorded : dict
+            ``checkpoints.run_params`` of the state.
+        given : collection of str or None
+            The configuration keys the state holds: a shape field it predates takes the value
+            of before (``SHAPE_FIELDS``). None: all of them.
+
+        Returns
+        -------
+        dict
+            Shape fields (and ``epochs`` when recorded), to update ``training_params`` with.
+        """
+        params = self.training_params(vectors)
+        shape = SHAPE_FIELDS.get(params["backbone"], {})
+        return {**{k: params[k] if given is None or k in given else before for k, before in shape.items()},
+                **recorded}
+
     def resolved(self, vectors: bool | None = None) -> dict:
         """Every field as the run uses it.
 

@@ -560,27 +560,28 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             self.self_labels_ = train.targets if self.self_labelled_ else None
             if self.self_labelled_:
                 log.info("no labelled anomalies: %d training rows self-labelled anomalous", self.self_labelled_)
-        optimizer = self._start(train, val, checkpoint, resume)
+        state = checkpoints.read(checkpoint, checkpoints.TRAINING) if resume else None  # the one read
+        optimizer = self._start(train, val, state)
         try:
             self._hold(train, val)
-            self._epochs(train, val, optimizer, callback, checkpoint, resume, untrained)
+            self._epochs(train, val, optimizer, callback, checkpoint, state, untrained)
         finally:
             self._holding = {}  # the held rows are the fit's alone
             if self._built_format is not None:  # channels_last was asked for: back to the network's own
                 self.network_.to(memory_format=self._built_format)
 
-    def _epochs(self, train: Dataset, val: Dataset | None, optimizer, callback, checkpoint, resume: bool,
+    def _epochs(self, train: Dataset, val: Dataset | None, optimizer, callback, checkpoint, resumed: dict | None,
                 untrained: bool) -> None:
-        """The epochs (none when ``untrained``), the best one's weights, the final boundary and
-        threshold (``_refit``)."""
+        """The epochs (none when ``untrained``; from the training state ``resumed`` when given), the
+        best one's weights, the final boundary and threshold (``_refit``)."""
         cfg = self.config
         if cfg.kernel == "exact":  # up front: the final boundary is fitted on every training row
             kernel_choice.warn_if_slow(len(train), self._feature_width(train), torch.float32, self.device,
                                        stacklevel=4)
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
-        if resume:
-            first, best = self._restore_training(checkpoint, optimizer)
+        if resumed is not None:
+            first, best = self._restore_training(resumed, checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
         epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
@@ -629,9 +630,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                           ConvergenceWarning, stacklevel=3)
         return self
 
-    def _start(self, train: Dataset, val: Dataset | None = None, checkpoint=None, resume: bool = False):
+    def _start(self, train: Dataset, val: Dataset | None = None, resumed: dict | None = None):
         """The network (seeded), its DDP wrapper under torchrun, the boundary
-        estimator and the optimiser (None with a frozen backbone)."""
+        estimator and the optimiser (None with a frozen backbone); a resumed run's
+        (``resumed``: its training state) network and epochs as it started."""
         cfg = self.config
         torch.manual_seed(cfg.seed)
         example, _ = train[0]
@@ -644,10 +646,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         # the backbone, the recipe's lr, step 0, selection rule and network shape
         # the network and epochs by the rows' budget on the CPU; a resumed run's as it started
         self.training_params_ = cfg.training_params(vectors, n_train=len(train), device=self.device)
-        if resume:  # states written before a run recorded its own network: the configuration's
-            before = cfg.training_params(vectors)
-            shape = {k: before[k] for k in SHAPE_FIELDS.get(before["backbone"], {}) if k in before}
-            self.training_params_.update({**shape, **checkpoints.run_params(checkpoint)})
+        if resumed is not None:
+            self.training_params_.update(cfg.recorded_run(vectors, checkpoints.run_params(resumed)))
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
@@ -717,10 +717,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         return {"epochs": params["epochs"],
                 "network_shape": {k: params[k] for k in SHAPE_FIELDS.get(params["backbone"], {}) if k in params}}
 
-    def _restore_training(self, path, optimizer) -> tuple[int, tuple]:
-        """Continues where ``_save_training`` left off (at ``path``, written by a
-        run of this configuration): the next epoch and the best so far."""
-        state = checkpoints.read(path, checkpoints.TRAINING)
+    def _restore_training(self, state: dict, path, optimizer) -> tuple[int, tuple]:
+        """Continues where ``_save_training`` left off (``state``, read from ``path``,
+        written by a run of this configuration): the next epoch and the best so far."""
         checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved(len(self.input_shape_) == 1))
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
@@ -1344,10 +1343,9 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         vectors = len(input_shape) == 1
         # the network it was trained with: the backbone and its recipe's shape, resolved before the weights
         # are dropped (which could change both); a shape field the checkpoint predates: the shape of before
-        resolved = TrainConfig(**values).training_params(vectors)
-        shape = SHAPE_FIELDS.get(resolved["backbone"], {})
-        resolved.update({k: resolved[k] if k in values else before for k, before in shape.items()})
-        resolved.update(checkpoints.run_params(state))  # the network the budget of rows made (files since)
+        config = TrainConfig(**values)
+        resolved = config.training_params(vectors)
+        resolved.update(config.recorded_run(vectors, checkpoints.run_params(state), given=values))
         values["backbone"] = resolved["backbone"] if values["backbone"] == "auto" else values["backbone"]
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
