@@ -83,9 +83,9 @@ def test_recipes():
                                          "lr_schedule": IMAGE_SCHEDULE,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
-                                         "epoch_rows": 0, "budget_rows": BUDGET_ROWS}
+                                         "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0}
     paper = {"recipe": "paper", "lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
-             "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0}
+             "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -98,14 +98,14 @@ def test_recipes():
                                        "lr_schedule": IMAGE_SCHEDULE,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
-                                       "budget_rows": BUDGET_ROWS}
+                                       "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "lr_schedule": "constant",
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
                                                            "self_labelling": 0.05, "epoch_rows": 4096,
-                                                           "budget_rows": 0}
+                                                           "budget_rows": 0, "labelled_nu": 1.2}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
@@ -119,6 +119,19 @@ def test_recipes():
                        (dict(backbone="resnet50", weights="imagenet", cnn_branches=4), "cnn_branches shapes the small CNN")):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad).validate()
+
+
+def test_nu_auto_with_labels_is_the_recipes(task):
+    """nu="auto" with labelled anomalies: 5 for the small CNN from scratch on images, the paper's 1.2 in
+    its recipe; a number given wins; without anomalies 1 (one-class SVDD)."""
+    fast = dict(backbone="small_cnn", weights=None, epochs=1, verbose=0)
+    assert DLMSVDD(TrainConfig(**fast)).fit(task.train, task.val).svdd_.nu_ == 5.0
+    assert DLMSVDD(TrainConfig(**fast, recipe="paper")).fit(task.train, task.val).svdd_.nu_ == 1.2
+    assert DLMSVDD(TrainConfig(**fast, nu=2.0)).fit(task.train, task.val).svdd_.nu_ == 2.0
+    normal = np.flatnonzero(task.train.targets > 0)
+    one_class = torch.utils.data.Subset(task.train, normal)
+    one_class.targets = task.train.targets[normal]
+    assert DLMSVDD(TrainConfig(**fast)).fit(one_class).svdd_.nu_ == 1.0
 
 
 def _fit(task, **kw):
@@ -247,3 +260,9 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     resumed = DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
     assert resumed.training_params_["epochs"] == 4 and [row["epoch"] for row in resumed.history_] == [0, 1, 2, 3, 4]
+    # a state written before nu="auto" took the recipe's value with labels trained at 1.2: not resumed at 5
+    state = checkpoints.read(path, checkpoints.TRAINING)
+    del state["resolved"]["labelled_nu"]
+    checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
+    with pytest.raises(ValueError, match="labelled_nu: 1.2 there, 5.0 here"):
+        DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)

@@ -103,8 +103,8 @@ TRAIN_FLAGS = {
                 "qmc_rff, orf, sorf, fastfood or rpcholesky (formerly --backend)",
     "--n-components": "approximation budget m (alias --m, but not under torchrun)",
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
-    "--nu": "margin weight nu >= 1, or auto (the default: 1.2 with labelled anomalies, 1 without; under "
-            "torchrun spell it --margin-nu)",
+    "--nu": "margin weight nu >= 1, or auto (the default: with labelled anomalies 5 for a network from scratch "
+            "on images, 1.2 otherwise; 1 without; under torchrun spell it --margin-nu)",
     "--self-labelling": "without labelled anomalies: the fraction of training rows, the most anomalous to a "
                         "one-class LpSVDD on the inputs, labelled anomalous before training (0: none)",
     "--epoch-rows": "on tables of more than 10,000 training rows, the rows each epoch trains on (a fresh draw; "

@@ -328,7 +328,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         records it (``_alpha_record``) and ``fit`` warns once."""
         fit = self.svdd_.fit if self.group_ is None else self.svdd_.fit_sharded
         if self.config.nu == "auto":  # 1 without labelled anomalies, on every process alike
-            self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device))
+            self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device),
+                                        self.training_params_["labelled_nu"])
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
