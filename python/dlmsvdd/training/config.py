@@ -99,12 +99,14 @@ BACKBONE_RECIPES = {("scratch", "mlp"): {"epochs": 15, "self_labelling": 0.05, "
                                          "budget_rows": 0, "labelled_nu": NU_WITH_ANOMALIES}}
 
 
-def resolved_nu(nu, has_anomalies: bool, labelled_nu: float = NU_WITH_ANOMALIES) -> float:
+def resolved_nu(nu, has_anomalies: bool, labelled_nu: float) -> float:
     """The margin weight a fit uses: ``nu`` itself, or for "auto" ``labelled_nu`` (the recipe's)
     with labelled anomalies and 1 without."""
     if nu != "auto":
         return float(nu)
     return labelled_nu if has_anomalies else 1.0
+
+
 # the fields that shape the small CNN, which no other backbone has, and the shape of the small
 # CNNs saved before each field existed
 SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRANCHES}
@@ -576,7 +578,8 @@ class TrainConfig:
             params["epochs"] = epochs
         return params
 
-    def recorded_run(self, vectors: bool, recorded: dict, given=None) -> dict:
+    @staticmethod
+    def recorded_run(params: dict, recorded: dict, given=None) -> dict:
         """The network and epochs of a run of this configuration that a state (a training
         checkpoint or a model file) was written by: the shape fields the configuration resolves to,
         then what the run recorded of itself (``checkpoints.run_params``: the network and epochs
@@ -584,8 +587,8 @@ class TrainConfig:
 
         Parameters
         ----------
-        vectors : bool
-            Whether the inputs are feature vectors.
+        params : dict
+            ``training_params`` of this configuration.
         recorded : dict
             ``checkpoints.run_params`` of the state.
         given : collection of str or None
@@ -595,9 +598,8 @@ class TrainConfig:
         Returns
         -------
         dict
-            Shape fields (and ``epochs`` when recorded), to update ``training_params`` with.
+            Shape fields (and ``epochs`` when recorded), to update ``params`` with.
         """
-        params = self.training_params(vectors)
         shape = SHAPE_FIELDS.get(params["backbone"], {})
         return {**{k: params[k] if given is None or k in given else before for k, before in shape.items()},
                 **recorded}

@@ -648,7 +648,10 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         # the network and epochs by the rows' budget on the CPU; a resumed run's as it started
         self.training_params_ = cfg.training_params(vectors, n_train=len(train), device=self.device)
         if resumed is not None:
-            self.training_params_.update(cfg.recorded_run(vectors, checkpoints.run_params(resumed)))
+            # the shape of the recipe as asked, not as this machine's budget makes it: states written before
+            # runs recorded their network were trained with that
+            recipe = cfg.training_params(vectors)
+            self.training_params_.update(cfg.recorded_run(recipe, checkpoints.run_params(resumed)))
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
         self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
         if self.network_.guard is not None:
@@ -1346,7 +1349,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         # are dropped (which could change both); a shape field the checkpoint predates: the shape of before
         config = TrainConfig(**values)
         resolved = config.training_params(vectors)
-        resolved.update(config.recorded_run(vectors, checkpoints.run_params(state), given=values))
+        resolved.update(config.recorded_run(resolved, checkpoints.run_params(state), given=values))
         values["backbone"] = resolved["backbone"] if values["backbone"] == "auto" else values["backbone"]
         values["weights"] = None  # the checkpoint holds the weights
         model = cls(TrainConfig(**values), backbone=backbone)
