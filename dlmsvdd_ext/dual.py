@@ -36,8 +36,8 @@ class DualProblem:
     @classmethod
     def from_labels(cls, t: torch.Tensor, p: float = 2.0, nu: float = 1.2,
                     c1: float | None = None, c2: float | None = None,
-                    counts: tuple[int, int] | None = None) -> "DualProblem":
-        """Validates the hyper-parameters; c1, c2 default to 1/|I_N| and 1/|I_A|.
+                    counts: tuple[int, int] | None = None, slack_scale: float = 1.0) -> "DualProblem":
+        """Validates the hyper-parameters; c1, c2 default to slack_scale/|I_N| and slack_scale/|I_A|.
         ``counts`` = (|I_N|, |I_A|) of the whole set when t is a shard of it.
         The labels are kept as float64."""
         if t.ndim != 1 or t.numel() == 0:
@@ -51,11 +51,11 @@ class DualProblem:
             n_normal, n_anomaly = (int(c) for c in counts)
         if n_normal == 0:
             raise ValueError("there are no normal samples (label +1)")
-        params.check({"p": p, "nu": nu, "c1": c1, "c2": c2})
+        params.check({"p": p, "nu": nu, "c1": c1, "c2": c2, "slack_scale": slack_scale})
         if n_anomaly == 0 and nu != 1:
             raise ValueError(f"without anomalies nu must be 1 (one-class SVDD), got {nu}")
-        c1 = 1.0 / n_normal if c1 is None else float(c1)
-        c2 = (1.0 / n_anomaly if n_anomaly else 1.0) if c2 is None else float(c2)
+        c1 = slack_scale / n_normal if c1 is None else float(c1)
+        c2 = (slack_scale / n_anomaly if n_anomaly else 1.0) if c2 is None else float(c2)
         problem = cls(t=t.to(torch.float64), p=float(p), nu=float(nu), c1=c1, c2=c2, n_normal=n_normal,
                       n_anomaly=n_anomaly)
         problem.check_range(torch.float64)

@@ -38,6 +38,7 @@ CONSTRAINTS: dict[str, list] = {
     "nu": [Interval(Real, 1, math.inf, closed="left"), StrOptions({"auto"})],
     "c1": [Interval(Real, 0, math.inf, closed="neither"), None],
     "c2": [Interval(Real, 0, math.inf, closed="neither"), None],
+    "slack_scale": [Interval(Real, 0, math.inf, closed="neither")],
     "gamma": [StrOptions({"local", "median"}), Interval(Real, 0, math.inf, closed="neither"), StrOptions({"per-epoch"})],
     "kernel": [StrOptions(set(BACKENDS) | {"auto"})],
     "n_components": [Interval(Integral, 1, None, closed="left")],

@@ -101,7 +101,12 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         paper's 1.2 leaves the labels a twelfth of the weight); the value used
         is ``nu_``.
     c1, c2 : float or None
-        Slack penalties of normal and anomalous samples (default ``1 / |I_N|``, ``1 / |I_A|``).
+        Slack penalties of normal and anomalous samples (default ``slack_scale / |I_N|``,
+        ``slack_scale / |I_A|``).
+    slack_scale : float
+        The default slack penalties' multiple of one over the class sizes (1: the paper's
+        ``1 / |I_N|``, ``1 / |I_A|``). Larger makes slack dearer: the boundary fits the data
+        closer and ``b_N`` moves from below every normal sample into their range.
     gamma : "local", "median", "per-epoch" or float
         RBF bandwidth; "median" is 1 / median squared pairwise distance of
         the training features, estimated at a fit (and kept by later fits
@@ -207,14 +212,15 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     _parameter_constraints = params.CONSTRAINTS
 
-    def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, gamma="local", kernel="auto", n_components=256,
-                 solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1, recovery="kkt",
-                 random_state=None, device=None, warm_start=False, categorical=None, missing=None,
+    def __init__(self, *, p=2.0, nu="auto", c1=None, c2=None, slack_scale=1.0, gamma="local", kernel="auto",
+                 n_components=256, solver="apg", max_iter=1000, tol=1e-6, cache_size="auto", contamination=0.1,
+                 recovery="kkt", random_state=None, device=None, warm_start=False, categorical=None, missing=None,
                  calibration="auto"):
         self.p = p
         self.nu = nu
         self.c1 = c1
         self.c2 = c2
+        self.slack_scale = slack_scale
         self.gamma = gamma
         self.kernel = kernel
         self.n_components = n_components
@@ -279,7 +285,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         map on its rows, ``KernelBackend.on_rows``; its bandwidth and kernel are then this
         estimator's ``gamma`` and ``kernel``, given as they were chosen). ``stacklevel``: where a
         ``ConvergenceWarning`` points, counted from here (3: the caller of ``fit``)."""
-        problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2)
+        problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(int((t < 0).sum())), c1=self.c1, c2=self.c2,
+                                          slack_scale=self.slack_scale)
         problem.check_range(X_t.dtype, scores_only=True)  # scores are computed in the features' dtype
         self.gamma_ = self._bandwidth(X_t.shape[0], X_t.dtype, lambda: ops.median_sq_distance(
             X_t, max_samples=MEDIAN_SAMPLES, seed=self.random_state), one_class=not bool((t < 0).any()))
@@ -380,7 +387,7 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             raise ValueError(f"rank {shard.rank} has {X_t.shape[0]} rows; the split of {n} rows over "
                              f"{shard.world_size} processes gives it rows {shard.start}:{shard.stop}")
         problem = DualProblem.from_labels(t, p=self.p, nu=self._nu(n_anomaly), c1=self.c1, c2=self.c2,
-                                          counts=(n_normal, n_anomaly))
+                                          counts=(n_normal, n_anomaly), slack_scale=self.slack_scale)
         problem.check_range(X_t.dtype, scores_only=True)
         self.gamma_ = self._bandwidth(n, X_t.dtype, lambda: distributed.median_sq_distance(
             X_t, shard, max_samples=MEDIAN_SAMPLES, seed=self.random_state), one_class=n_anomaly == 0)

@@ -246,6 +246,7 @@ def test_digits_one_vs_rest_is_a_good_detector():
     ({"gamma": -2.0}, [1, 1, -1, 1], "gamma must be one of \\('local', 'median'\\) or a positive number"),
     ({"c1": 0.0}, [1, 1, -1, 1], "c1 must be a positive"),
     ({"c2": -1.0}, [1, 1, -1, 1], "c2 must be a positive"),
+    ({"slack_scale": 0.0}, [1, 1, -1, 1], "slack_scale must be a positive"),
     ({"solver": "newton"}, [1, 1, -1, 1], "solver must be one of"),
     ({"kernel": "laplace"}, [1, 1, -1, 1], "kernel must be one of"),
 ])
@@ -374,6 +375,24 @@ def test_radius_threshold_is_the_sphere_on_request():
     f = m.dissimilarity(X)
     np.testing.assert_array_equal(m.predict(X), np.where(f <= m.r2_, 1, -1))
     assert 0 < (m.predict(X[:400]) == 1).sum() < 400  # the paper's boundary: many normals carry slack
+
+
+def test_slack_scale_multiplies_the_default_penalties_and_moves_b_normal_into_the_normals():
+    """slack_scale s is c1 = s / |I_N|, c2 = s / |I_A| given by hand (the same dual, the same solution);
+    at the paper's s = 1 on the user guide's data b_N lies below every normal sample's f (each carries
+    slack), at s = 10 among them."""
+    X, y = _readme_data()
+    n_normal, n_anomaly = int((y > 0).sum()), int((y < 0).sum())
+    scaled = LpSVDD(nu=5.0, slack_scale=10.0, gamma="median").fit(X, y)
+    by_hand = LpSVDD(nu=5.0, c1=10.0 / n_normal, c2=10.0 / n_anomaly, gamma="median").fit(X, y)
+    np.testing.assert_array_equal(scaled.alpha_, by_hand.alpha_)
+    assert (scaled.b_normal_, scaled.b_anomaly_) == (by_hand.b_normal_, by_hand.b_anomaly_)
+    paper = LpSVDD(nu=5.0, gamma="median").fit(X, y)
+    f_paper, f_scaled = paper.dissimilarity(X[y > 0]), scaled.dissimilarity(X[y > 0])
+    assert paper.b_normal_ < f_paper.min()
+    assert f_scaled.min() < scaled.b_normal_ < f_scaled.max()
+    assert LpSVDD(slack_scale=10.0, c1=0.5, c2=0.5, nu=5.0, gamma="median").fit(X, y).objective_ == \
+        LpSVDD(c1=0.5, c2=0.5, nu=5.0, gamma="median").fit(X, y).objective_  # given penalties win
 
 
 def test_nu_auto_with_anomalies_is_the_chosen_value():

@@ -83,9 +83,11 @@ def test_recipes():
                                          "lr_schedule": IMAGE_SCHEDULE,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
-                                         "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0}
+                                         "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
+                                         "labelled_slack_scale": 10.0}
     paper = {"recipe": "paper", "lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
-             "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2}
+             "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2,
+             "labelled_slack_scale": 1.0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -98,14 +100,16 @@ def test_recipes():
                                        "lr_schedule": IMAGE_SCHEDULE,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
-                                       "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0}
+                                       "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
+                                       "labelled_slack_scale": 10.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "lr_schedule": "constant",
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
                                                            "self_labelling": 0.05, "epoch_rows": 4096,
-                                                           "budget_rows": 0, "labelled_nu": 1.2}
+                                                           "budget_rows": 0, "labelled_nu": 1.2,
+                                                           "labelled_slack_scale": 1.0}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
@@ -121,17 +125,24 @@ def test_recipes():
             TrainConfig(**bad).validate()
 
 
-def test_nu_auto_with_labels_is_the_recipes(task):
-    """nu="auto" with labelled anomalies: 5 for the small CNN from scratch on images, the paper's 1.2 in
-    its recipe; a number given wins; without anomalies 1 (one-class SVDD)."""
+def test_nu_and_slack_scale_auto_with_labels_are_the_recipes(task):
+    """nu="auto" and slack_scale="auto" with labelled anomalies: 5 and 10 for the small CNN from scratch
+    on images, the paper's 1.2 and 1 in its recipe; a number given wins; without anomalies 1 (one-class
+    SVDD at the paper's slack penalties)."""
     fast = dict(backbone="small_cnn", weights=None, epochs=1, verbose=0)
-    assert DLMSVDD(TrainConfig(**fast)).fit(task.train, task.val).svdd_.nu_ == 5.0
-    assert DLMSVDD(TrainConfig(**fast, recipe="paper")).fit(task.train, task.val).svdd_.nu_ == 1.2
-    assert DLMSVDD(TrainConfig(**fast, nu=2.0)).fit(task.train, task.val).svdd_.nu_ == 2.0
+
+    def boundary(data, **kw):
+        svdd = DLMSVDD(TrainConfig(**fast, **kw)).fit(data, task.val if data is task.train else None).svdd_
+        return svdd.nu_, svdd.slack_scale
+
+    assert boundary(task.train) == (5.0, 10.0)
+    assert boundary(task.train, recipe="paper") == (1.2, 1.0)
+    assert boundary(task.train, nu=2.0, slack_scale=3.0) == (2.0, 3.0)
     normal = np.flatnonzero(task.train.targets > 0)
     one_class = torch.utils.data.Subset(task.train, normal)
     one_class.targets = task.train.targets[normal]
-    assert DLMSVDD(TrainConfig(**fast)).fit(one_class).svdd_.nu_ == 1.0
+    assert boundary(one_class) == (1.0, 1.0)
+    assert boundary(one_class, slack_scale=3.0) == (1.0, 3.0)
 
 
 def _fit(task, **kw):
@@ -265,4 +276,10 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     del state["resolved"]["labelled_nu"]
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     with pytest.raises(ValueError, match="labelled_nu: 1.2 there, 5.0 here"):
+        DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
+    # and before slack_scale="auto" did (it trained at the paper's penalties): not resumed at 10 times them
+    state["resolved"]["labelled_nu"] = 5.0
+    del state["resolved"]["labelled_slack_scale"]
+    checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
+    with pytest.raises(ValueError, match="labelled_slack_scale: 1.0 there, 10.0 here"):
         DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)

@@ -105,6 +105,9 @@ TRAIN_FLAGS = {
     "--p": "slack exponent p >= 1.1 (under torchrun spell it --slack-p)",
     "--nu": "margin weight nu >= 1, or auto (the default: with labelled anomalies 5 for a network from scratch "
             "on images, 1.2 otherwise; 1 without; under torchrun spell it --margin-nu)",
+    "--slack-scale": "the slack penalties c1, c2 as a multiple of one over the class sizes (1: the paper's), or "
+                     "auto (the default: with labelled anomalies 10 for a network from scratch on images, 1 "
+                     "otherwise; 1 without)",
     "--self-labelling": "without labelled anomalies: the fraction of training rows, the most anomalous to a "
                         "one-class LpSVDD on the inputs, labelled anomalous before training (0: none)",
     "--epoch-rows": "on tables of more than 10,000 training rows, the rows each epoch trains on (a fresh draw; "
@@ -317,8 +320,9 @@ def _demo(args) -> int:
         return 0
     task = runs.build_task(cfg)  # the same task, to put raw-pixel LpSVDD beside it
     X_test, t_test = pixels(task.test)
-    # the boundary DLM-SVDD fits (its p, nu and bandwidth rule) on the pixels instead of the CNN's features
-    baseline = LpSVDD(p=cfg.p, nu=model.svdd_.nu_, gamma=cfg.gamma, random_state=cfg.seed).fit(*pixels(task.train))
+    # the boundary DLM-SVDD fits (its p, nu, slack scale and bandwidth rule) on the pixels instead of the CNN's features
+    baseline = LpSVDD(p=cfg.p, nu=model.svdd_.nu_, slack_scale=model.svdd_.slack_scale, gamma=cfg.gamma,
+                      random_state=cfg.seed).fit(*pixels(task.train))
     print(f"for comparison, LpSVDD on raw pixels: test AUROC {metrics.auroc(t_test, baseline.dissimilarity(X_test)):.4f}")
     return 0
 

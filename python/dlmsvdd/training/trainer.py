@@ -31,7 +31,7 @@ from ..data.preprocessing import Preprocessing, float_images, record_from_dict
 from ..data.vectors import VectorPreprocessing
 from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, lr_schedule,
                memory, metrics, parallel, precision, pretrain, resident, selection, self_labels, thresholds)
-from .config import SHAPE_FIELDS, TrainConfig, resolved_nu
+from .config import SHAPE_FIELDS, TrainConfig, resolved_for_labels
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
@@ -327,9 +327,11 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         A fit without its certificate does not warn here: its history row
         records it (``_alpha_record``) and ``fit`` warns once."""
         fit = self.svdd_.fit if self.group_ is None else self.svdd_.fit_sharded
-        if self.config.nu == "auto":  # 1 without labelled anomalies, on every process alike
-            self.svdd_.nu = resolved_nu("auto", parallel.any_true(bool((targets < 0).any()), self.group_, self.device),
-                                        self.training_params_["labelled_nu"])
+        # "auto": the recipe's with labelled anomalies, 1 without, on every process alike
+        cfg, params = self.config, self.training_params_
+        labelled = parallel.any_true(bool((targets < 0).any()), self.group_, self.device)
+        self.svdd_.nu = resolved_for_labels(cfg.nu, labelled, params["labelled_nu"])
+        self.svdd_.slack_scale = resolved_for_labels(cfg.slack_scale, labelled, params["labelled_slack_scale"])
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
