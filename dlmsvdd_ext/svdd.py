@@ -106,7 +106,8 @@ class LpSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     slack_scale : float
         The default slack penalties' multiple of one over the class sizes (1: the paper's
         ``1 / |I_N|``, ``1 / |I_A|``). Larger makes slack dearer: the boundary fits the data
-        closer and ``b_N`` moves from below every normal sample into their range.
+        closer, ``b_N`` and ``b_A`` nearer the samples' dissimilarities (at 1 ``b_N`` often
+        lies far below every normal sample's).
     gamma : "local", "median", "per-epoch" or float
         RBF bandwidth; "median" is 1 / median squared pairwise distance of
         the training features, estimated at a fit (and kept by later fits
