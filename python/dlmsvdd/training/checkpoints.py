@@ -42,7 +42,8 @@ RUN_ONLY = ("verbose", "device", "output")
 # (``upgraded_config``); a user's configuration that spells the old one is refused, with the new.
 RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
 # resolved fields added since earlier versions wrote a state, with the value those versions trained with
-RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0}
+RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0,
+                  "labelled_softplus_scale": 1.0}
 
 
 def upgraded_config(values: dict) -> dict:

@@ -38,15 +38,19 @@ log = logging.getLogger("dlmsvdd")
 
 
 def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
-                          power: float = 1.0) -> torch.Tensor:
+                          power: float = 1.0, scale: float = 1.0) -> torch.Tensor:
     """The paper's eq. (cnn_softplus_loss): mean softplus^power(f - b_N) over the
-    normal samples plus mean softplus^power(b_A - f) over the anomalous ones."""
+    normal samples plus mean softplus^power(b_A - f) over the anomalous ones; with
+    ``scale`` s, softplus(s x) / s (s = 1: the paper's)."""
     # masked means, not f[normal]: boolean indexing waits for the device to know the count (a
     # synchronisation per batch on a GPU); a class absent from the batch adds 0, as it did
     normal = (t > 0).to(f.dtype)
     anomalous = 1.0 - normal
-    loss_normal = (F.softplus(f - b_normal).pow(power) * normal).sum() / normal.sum().clamp_min(1.0)
-    loss_anomalous = (F.softplus(b_anomaly - f).pow(power) * anomalous).sum() / anomalous.sum().clamp_min(1.0)
+    def violation(x):
+        return (F.softplus(scale * x) / scale).pow(power)
+
+    loss_normal = (violation(f - b_normal) * normal).sum() / normal.sum().clamp_min(1.0)
+    loss_anomalous = (violation(b_anomaly - f) * anomalous).sum() / anomalous.sum().clamp_min(1.0)
     return loss_normal + loss_anomalous
 
 
@@ -332,6 +336,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         labelled = parallel.any_true(bool((targets < 0).any()), self.group_, self.device)
         self.svdd_.nu = resolved_for_labels(cfg.nu, labelled, params["labelled_nu"])
         self.svdd_.slack_scale = resolved_for_labels(cfg.slack_scale, labelled, params["labelled_slack_scale"])
+        self.softplus_scale_ = resolved_for_labels(cfg.softplus_scale, labelled, params["labelled_softplus_scale"])
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
@@ -433,7 +438,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
                     z = network(self._memory_format(x))
                 z = z.float()  # the boundary computes in float32 (bf16 autocast ends with the network)
                 f = svdd.torch_dissimilarity(z)
-                loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power)
+                loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power,
+                                              self.softplus_scale_)
                 losses.append(loss.detach())
                 bad = checks.add(z, loss)
                 if bad is not None:
