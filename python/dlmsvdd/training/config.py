@@ -82,13 +82,14 @@ SCRATCH_IMAGES_NU = 5.0
 PAPER_SLACK_SCALE = 1.0
 SCRATCH_IMAGES_SLACK_SCALE = 10.0
 # softplus_scale="auto" with labelled anomalies (1 without), the recipe's "labelled_softplus_scale": the
-# sharpness s of the margin-violation loss,
-# softplus(s x) / s, whose slope sigmoid(s x) weighs a sample in the network step. At the paper's 1 the
-# weights hardly differ over the violations x the boundary leaves (CIFAR-10 class 0 after three epochs,
-# 10th to 90th percentile: the normals' x 0.24 to 0.81, weights 0.56 to 0.69; the anomalies' -0.41 to
-# 0.47, weights 0.40 to 0.62): the anomalies the margin already separates pull nearly as hard as those
-# it does not. At 4 they weigh 0.16 to 0.87. Without labels (one-class fits) it stays 1: not measured. SCRATCH_IMAGES_SOFTPLUS_SCALE for a network from scratch on images, chosen on
-# validation AUROC (issue 50, seed 0; docs/results/paper-protocol.md, "The sharpness of the loss").
+# sharpness s of the margin-violation loss, softplus(s x) / s, whose slope sigmoid(s x) weighs a sample
+# in the network step. At the paper's 1 the weights hardly differ over the violations x the boundary
+# leaves (CIFAR-10 class 0 after three epochs, 10th to 90th percentile: the normals' x 0.24 to 0.81,
+# weights 0.56 to 0.69; the anomalies' -0.41 to 0.47, weights 0.40 to 0.62): the anomalies the margin
+# already separates pull nearly as hard as those it does not. At 4 they weigh 0.16 to 0.87.
+# SCRATCH_IMAGES_SOFTPLUS_SCALE for a network from scratch on images, chosen on validation AUROC
+# (issue 50, seed 0; docs/results/paper-protocol.md, "The sharpness of the loss"). Without labels
+# (one-class fits) it stays 1: a sharper loss was not measured there.
 PAPER_SOFTPLUS_SCALE = 1.0
 SCRATCH_IMAGES_SOFTPLUS_SCALE = 4.0
 # How a network is trained, for the fields left at None: the paper's (its backbones start from
