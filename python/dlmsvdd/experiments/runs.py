@@ -18,7 +18,8 @@ from ..data.tables import make_table_task
 from ..data.tasks import Task, make_task
 from ..training import atomic, checkpoints, export, metrics
 from ..training.config import TrainConfig
-from ..training.trainer import DLMSVDD, versions
+from ..training.model_file import versions
+from ..training.trainer import DLMSVDD
 from . import run_outputs
 
 log = logging.getLogger("dlmsvdd")

@@ -22,6 +22,8 @@ from torch.utils.data import Dataset
 
 from dlmsvdd_ext import explain as attribution
 
+from .inputs import is_array
+
 
 def reference_inputs(train: Dataset, seed: int) -> torch.Tensor:
     """The network inputs of the training normals kept as baselines: the dataset read in a seeded
@@ -73,8 +75,6 @@ def explain(model, X, reference=None, method: str = "auto", steps: int = attribu
     numpy.ndarray
         Attributions of X's shape (a table's: its columns).
     """
-    from .trainer import is_array  # the trainer imports this module
-
     model._check_fitted("threshold_")
     if not is_array(X):
         raise ValueError("explain takes an array of raw inputs (images, feature vectors or a table) as fit does, "

@@ -1,13 +1,11 @@
 """DLMSVDD: the alternating trainer (feature pass, alpha-step, omega-step) and the
-trained detector (scores, prediction, checkpoints)."""
+trained detector (scores, prediction; its file: ``model_file``)."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import itertools
 import logging
-import platform
 import time
 import warnings
 
@@ -23,14 +21,14 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 from tqdm.auto import tqdm
 
-import dlmsvdd_ext
 from dlmsvdd_ext import LpSVDD, conformal, kernel_choice, tabular
 
 from ..data import protocols
-from ..data.preprocessing import Preprocessing, float_images, record_from_dict
+from ..data.preprocessing import Preprocessing
 from ..data.vectors import VectorPreprocessing
-from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, lr_schedule,
-               memory, metrics, parallel, precision, pretrain, resident, selection, self_labels, thresholds)
+from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, inputs,
+               lr_schedule, memory, metrics, model_file, parallel, precision, pretrain, resident, selection,
+               self_labels, thresholds)
 from .config import SHAPE_FIELDS, TrainConfig, resolved_for_labels
 from .models import FeatureNet, build_backbone
 
@@ -54,72 +52,6 @@ def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_a
     return loss_normal + loss_anomalous
 
 
-def versions() -> dict:
-    return {"dlmsvdd": dlmsvdd_ext.__version__, "dlmsvdd_ext": dlmsvdd_ext.__version__, "torch": str(torch.__version__),
-            "numpy": np.__version__, "python": platform.python_version()}
-
-
-def is_array(data) -> bool:
-    """numpy arrays, torch tensors and tables (``dlmsvdd_ext.tabular.is_table``: pandas, lists
-    of rows; sparse matrices refused) rather than datasets."""
-    return isinstance(data, (np.ndarray, torch.Tensor)) or tabular.is_table(data)
-
-
-def array_images(X, name: str = "X") -> torch.Tensor:
-    """An array of images, (N, C, H, W) or (N, H, W) for grey ones, as float32
-    (N, C, H, W) on the CPU: uint8 scaled to [0, 1], floats as they are."""
-    images = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
-    if images.dim() not in (3, 4) or images.shape[0] == 0:
-        raise ValueError(f"{name} must hold images (N, C, H, W) or grey (N, H, W), got shape {tuple(images.shape)}")
-    images = float_images(images, 1 if images.dim() == 3 else images.shape[1])
-    if not torch.isfinite(images).all():
-        raise ValueError(f"{name} holds NaN or infinite values")
-    return images
-
-
-def array_vectors(X, name: str = "X", encoding=None) -> torch.Tensor:
-    """An array of feature vectors (N, D) of real numbers as float64 on the CPU (the
-    preprocessing record standardises them in float64 and gives the network float32);
-    a table with an encoding (``dlmsvdd_ext.tabular``) as its codes, which it checks."""
-    if encoding is not None:
-        return torch.from_numpy(encoding.codes(X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else X, name))
-    X = tabular.numeric(X, name)
-    vectors = X.detach().cpu() if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X))
-    if vectors.dim() != 2 or 0 in vectors.shape:
-        raise ValueError(f"{name} must hold feature vectors (N, D), got shape {tuple(vectors.shape)}")
-    if vectors.dtype == torch.bool or vectors.is_complex():
-        raise ValueError(f"{name} holds {vectors.dtype} values, not real numbers")
-    vectors = vectors.double()
-    if not torch.isfinite(vectors).all():
-        raise ValueError(f"{name} holds NaN or infinite values")
-    return vectors
-
-
-def array_inputs(X, name: str = "X", encoding=None) -> torch.Tensor:
-    """An array given to fit: feature vectors (N, D) or a table's codes (``array_vectors``) or images
-    (``array_images``)."""
-    dims = X.dim() if isinstance(X, torch.Tensor) else 2 if encoding is not None else np.ndim(X)
-    if dims not in (2, 3, 4):
-        raise ValueError(f"{name} must hold feature vectors (N, D), images (N, C, H, W) or grey images (N, H, W), "
-                         f"got {dims} dimension(s)")
-    return array_vectors(X, name, encoding) if dims == 2 else array_images(X, name)
-
-
-# training needs 2 samples: BatchNorm's batch statistics, the kernel's median bandwidth
-MIN_TRAIN = 2
-
-
-def _enough_rows(n: int, n_train: int, val_fraction: float) -> None:
-    """An array of n rows leaves n_train to train once validation is held out: at least MIN_TRAIN."""
-    if n_train >= MIN_TRAIN:
-        return
-    needed = next(m for m in itertools.count(MIN_TRAIN) if m - int(np.ceil(val_fraction * m)) >= MIN_TRAIN)
-    raise ValueError(f"X has {n} rows, and {n_train} of them train once the validation share (val_fraction="
-                     f"{val_fraction:g}) is held out; training needs at least {MIN_TRAIN}: give {needed} normal rows "
-                     "or more")
-
-
-resolve_device = devices.resolve  # the name this module had for it
 
 
 class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
@@ -220,7 +152,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             backbone = getattr(self, "custom_backbone", None)
         self.config = config.validate()
         self.custom_backbone = backbone
-        self.group_, device = parallel.join(resolve_device(config.device), auto=config.device == "auto")
+        self.group_, device = parallel.join(devices.resolve(config.device), auto=config.device == "auto")
         self.device = devices.indexed(device)
 
     def get_params(self, deep: bool = True) -> dict:
@@ -511,12 +443,12 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         dlmsvdd.training.divergence.TrainingDiverged
             Training broke down and ``on_divergence="error"`` (or at the first epoch).
         """
-        if is_array(X):
+        if inputs.is_array(X):
             encoding = tabular.fit_encoding(X, self.config.categorical, self.config.missing)
-            images = array_inputs(X, encoding=encoding)
+            images = inputs.array_inputs(X, encoding=encoding)
             train, val = self._array_split(images, y, encoding)
-            _enough_rows(len(images), len(train), self.config.val_fraction)
-        elif is_array(y):
+            inputs.enough_rows(len(images), len(train), self.config.val_fraction)
+        elif inputs.is_array(y):
             raise ValueError("fit(train, val) takes a validation dataset; labels y go with an array of images X")
         else:
             images, train, val = None, X, y
@@ -556,8 +488,8 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _fit(self, train: Dataset, val: Dataset | None, callback, checkpoint, resume: bool) -> None:
         cfg = self.config
-        if len(train) < MIN_TRAIN:
-            raise ValueError(f"the training set has {len(train)} sample(s); training needs at least {MIN_TRAIN}")
+        if len(train) < inputs.MIN_TRAIN:
+            raise ValueError(f"the training set has {len(train)} sample(s); training needs at least {inputs.MIN_TRAIN}")
         if resume and checkpoint is None:
             raise ValueError("resume=True continues from a checkpoint file: pass checkpoint=")
         self.self_labelled_, self.self_labels_, self.input_consensus_ = 0, None, None
@@ -849,13 +781,13 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         on inputs that are not images, or saved before records were kept) takes
         network inputs (``array_images``), shape-checked."""
         if self.preprocessing_ is None:
-            images = array_images(X)
+            images = inputs.array_images(X)
             self._check_images(images)
             return images
-        inputs = self.preprocess(X)
-        if not torch.isfinite(inputs).all():  # vectors: finite rows stay finite (clipped far out)
+        network_inputs = self.preprocess(X)
+        if not torch.isfinite(network_inputs).all():  # vectors: finite rows stay finite (clipped far out)
             raise ValueError("X holds NaN or infinite values")
-        return inputs
+        return network_inputs
 
     def scores(self, data) -> tuple[np.ndarray, np.ndarray]:
         """Score a dataset: f(x) and the targets in one pass.
@@ -886,7 +818,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
 
     def _dataset(self, data) -> Dataset:
         """A dataset as it is; an array of raw inputs as a dataset of network inputs (targets +1)."""
-        if not is_array(data):
+        if not inputs.is_array(data):
             return data
         images = self._images(data)
         return torch.utils.data.TensorDataset(images, torch.ones(len(images), dtype=torch.long))
@@ -1087,7 +1019,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             This model.
         """
         self._check_fitted("threshold_")
-        if y is not None and not is_array(data):
+        if y is not None and not inputs.is_array(data):
             raise ValueError("calibrate(dataset) takes the dataset's targets; labels y go with an array X")
         if self.network_.guard is not None:  # the floor above these rows too, then their scores
             self._set_floor(self._raw_scores(self._dataset(data)))
@@ -1200,7 +1132,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """
         spec = self.stored_preprocessing()
         if isinstance(spec, VectorPreprocessing):
-            raw = array_vectors(images, encoding=spec.encoding)
+            raw = inputs.array_vectors(images, encoding=spec.encoding)
         else:
             raw = images.detach().cpu() if isinstance(images, torch.Tensor) else torch.as_tensor(np.asarray(images))
             if not (raw.dtype == torch.uint8 or raw.is_floating_point()):  # int64 pixels 0-255 are not [0, 1]
@@ -1281,7 +1213,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         """Save the model: weights, boundary, threshold, configuration, history, preprocessing, versions.
 
         Written atomically (with several processes: from one of them; all hold
-        the same model); ``load`` reads it (``dlmsvdd.training.checkpoints``).
+        the same model); ``load`` reads it (``dlmsvdd.training.model_file``).
 
         Parameters
         ----------
@@ -1289,22 +1221,7 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
             The file to write (``model.pt`` in a run folder).
         """
         self._check_fitted("threshold_")
-        preprocessing = None if self.preprocessing_ is None else self.preprocessing_.to_dict()
-        checkpoints.write(path, {
-            "config": self.config.to_dict(), "in_channels": self.in_channels_, "input_shape": list(self.input_shape_),
-            "preprocessing": preprocessing, "network": self.network_.state_dict(), "boundary": self.svdd_.state_dict(),
-            "threshold": self.threshold_, "threshold_rule": self.threshold_rule_,
-            "best_epoch": self.best_epoch_, "history": self.history_, "self_labelled": self.self_labelled_,
-            "warnings": self.warnings_, "versions": versions(),
-            "decision_scores": self._decision_scores(), "reference": getattr(self, "reference_", None),
-            "input_consensus": None if self.input_consensus_ is None else self.input_consensus_.state_dict(),
-            **({} if getattr(self, "training_params_", None) is None else self._run_params())},
-            checkpoints.MODEL)
-
-    def _decision_scores(self) -> torch.Tensor | None:
-        """PyOD's ``decision_scores_`` for the file (None for a model loaded from a file without them)."""
-        scores = getattr(self, "decision_scores_", None)
-        return None if scores is None else torch.as_tensor(np.asarray(scores), dtype=torch.float64)
+        checkpoints.write(path, model_file.model_state(self), checkpoints.MODEL)
 
     @classmethod
     def load(cls, path, backbone: nn.Module | None = None, device: str | None = None) -> "DLMSVDD":
@@ -1331,81 +1248,4 @@ class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
         ValueError
             A file that is not a complete model of this format, with what is wrong.
         """
-        state = checkpoints.read(path, checkpoints.MODEL)
-        checkpoints.check_model(state, path)
-        values = checkpoints.upgraded_config(state["config"])
-        values.setdefault("guard", False)  # a model that predates the distance guard was trained without it
-        values.setdefault("input_consensus", False)  # nor the input consensus
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        odd = sorted(set(values) - known) + [f"no {k!r}" for k in ("backbone", "device") if k not in values]
-        if odd:  # a hand edit: TrainConfig(**values) would fail with a TypeError or KeyError
-            raise ValueError(f"{path}: its configuration is not one this dlmsvdd writes ({', '.join(map(str, odd))}); "
-                             f"{checkpoints.DAMAGED}")
-        if device is None:
-            try:
-                devices.resolve(values["device"])
-            except ValueError as err:
-                log.warning("%s; loading %s on the CPU", err, path)
-                values["device"] = "cpu"
-        else:
-            values["device"] = device
-        if values["backbone"] == "custom" and backbone is None:
-            raise ValueError("this checkpoint has a custom backbone: pass the same nn.Module as backbone=")
-        input_shape = tuple(state.get("input_shape") or ())  # not in models saved before it was added
-        vectors = len(input_shape) == 1
-        # the network it was trained with: the backbone and its recipe's shape, resolved before the weights
-        # are dropped (which could change both); a shape field the checkpoint predates: the shape of before
-        config = TrainConfig(**values)
-        resolved = config.training_params(vectors)
-        resolved.update(config.recorded_run(resolved, checkpoints.run_params(state), given=values))
-        values["backbone"] = resolved["backbone"] if values["backbone"] == "auto" else values["backbone"]
-        values["weights"] = None  # the checkpoint holds the weights
-        model = cls(TrainConfig(**values), backbone=backbone)
-        model.in_channels_ = state["in_channels"]
-        model.input_shape_ = input_shape
-        stored = state.get("preprocessing")  # absent from checkpoints written before it was kept
-        try:
-            model.preprocessing_ = None if stored is None else record_from_dict(stored)
-        except (ValueError, TypeError, KeyError, AttributeError) as err:  # a record no version writes
-            raise ValueError(f"{path}: its preprocessing record is not one this dlmsvdd reads ({type(err).__name__}: "
-                             f"{err}); {checkpoints.DAMAGED}") from None
-        model.network_ = model._build_network(model.in_channels_, resolved, vectors)
-        model.training_params_ = resolved  # (a file saved again records the same network)
-        try:
-            model.network_.load_state_dict(state["network"])
-        except RuntimeError as err:  # torch's missing or unexpected keys, size mismatches
-            detail = "; ".join(line.strip() for line in str(err).splitlines()[1:])[:500]
-            raise ValueError(f"{path}: its network does not fit the backbone its configuration builds ({detail}); "
-                             f"{checkpoints.DAMAGED}") from None
-        try:
-            model.svdd_ = LpSVDD.from_state_dict(state["boundary"])
-        except (KeyError, TypeError, AttributeError) as err:
-            raise ValueError(f"{path}: its boundary is not a complete LpSVDD state ({type(err).__name__}: {err}); "
-                             f"{checkpoints.DAMAGED}") from None
-        model.threshold_, model.best_epoch_, model.history_ = state["threshold"], state["best_epoch"], state["history"]
-        model.warnings_ = state.get("warnings", [])
-        model.reference_ = state.get("reference")  # explain's baselines; absent from files written before it
-        consensus = state.get("input_consensus")  # absent from files written before it
-        model.input_consensus_ = None if consensus is None else input_consensus.InputConsensus.from_state_dict(
-            consensus)
-        model.self_labelled_ = state.get("self_labelled", 0)  # not in models saved before self-labelling
-        model.threshold_rule_ = state.get("threshold_rule", "unrecorded")  # checkpoints before it was kept
-        scores = state.get("decision_scores")  # PyOD's fitted attributes; absent from files written before
-        if scores is not None:
-            model.decision_scores_ = checkpoints.flat_scores(scores, "decision_scores", path)
-            model.labels_ = (metrics.predict(model.decision_scores_, model.threshold_) < 0).astype(int)
-        devices.place(model, model.device)  # the parts read on the CPU, moved whole
-        model._check_parts_fit(path)
-        return model
-
-    def _check_parts_fit(self, path) -> None:
-        """The loaded network and boundary fit each other: one zero image through
-        both, so that a tensor of another shape in the boundary is refused here,
-        naming the file, not when (and how) scoring or an export trips on it."""
-        if not self.input_shape_:  # models saved before it was recorded
-            return
-        try:
-            with torch.no_grad():
-                self.svdd_.dissimilarity(self.network_.eval()(torch.zeros(1, *self.input_shape_, device=self.device)))
-        except (RuntimeError, ValueError) as err:
-            raise ValueError(f"{path}: its boundary does not fit its network ({err}); {checkpoints.DAMAGED}") from None
+        return model_file.load(cls, path, backbone, device)
