@@ -52,8 +52,6 @@ def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_a
     return loss_normal + loss_anomalous
 
 
-
-
 class DLMSVDD(conformal.ConformalProba, OutlierMixin, BaseEstimator):
     """Deep large-margin lp-SVDD: a network and a kernel boundary trained together.
 
