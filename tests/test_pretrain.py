@@ -195,18 +195,20 @@ def test_budget_rows_cuts_the_recipes_epochs_on_large_training_sets():
         30, 30, 30, 18, 11, 1, 1]
     assert epochs_for(30, 0, 10 ** 6) == 30 and epochs_for(7, 90_000, 100) == 7
     scratch = TrainConfig()
-    assert BUDGET_ROWS == 75_000 and ONE_BRANCH_WORK == 6
+    assert BUDGET_ROWS == 35_000 and ONE_BRANCH_WORK == 6
     # past the budget the small CNN trains one branch, whose rows count a sixth: Fashion-MNIST at ratio 0.1
-    # (5,280 rows) and 0.75 (8,400), CIFAR-10 at 0.1 (4,400): one branch, 30 epochs; digits (at most 1,000):
-    # the four branches, 30 epochs; ImageNet-LT's 115,846 rows: one branch, 4 epochs
+    # (5,280 rows) and 0.5 (7,200), CIFAR-10 at 0.1 (4,400): one branch, 30 epochs; Fashion-MNIST at 0.75
+    # (8,400): one branch, 25 epochs; digits (at most 1,000 rows; 30 epochs of four branches fit the budget
+    # up to 1,206): the four branches, 30 epochs; ImageNet-LT's 115,846 rows: one branch, 2 epochs
     shapes = [(p["cnn_branches"], p["epochs"]) for p in (scratch.training_params(False, n_train=n)
-                                                          for n in (5280, 8400, 4400, 1000, 2500, 20_000, 115_846))]
-    assert shapes == [(1, 30), (1, 30), (1, 30), (4, 30), (4, 30), (1, 23), (1, 4)]
+                                                          for n in (5280, 7200, 8400, 4400, 1000, 1206, 1207,
+                                                                    20_000, 115_846))]
+    assert shapes == [(1, 30), (1, 30), (1, 25), (1, 30), (4, 30), (4, 30), (1, 30), (1, 11), (1, 2)]
     assert scratch.training_params(False)["epochs"] == 30 and scratch.training_params(False)["cnn_branches"] == 4
     assert TrainConfig(epochs=30).training_params(False, n_train=8400)["cnn_branches"] == 4  # epochs given: no cut
     assert TrainConfig(budget_rows=0).training_params(False, n_train=5280)["epochs"] == 30
     # branches given: the budget cuts the epochs alone
-    assert TrainConfig(cnn_branches=4).training_params(False, n_train=8400)["epochs"] == 9
+    assert TrainConfig(cnn_branches=4).training_params(False, n_train=8400)["epochs"] == 5
     assert TrainConfig(budget_rows=10_560).training_params(False, n_train=5280)["epochs"] == 12
     assert TrainConfig(budget_rows=10_560, cnn_branches=2).training_params(False, n_train=5280)["epochs"] == 2
     assert TrainConfig(weights="imagenet").training_params(False, n_train=10 ** 6)["epochs"] == 30
@@ -241,7 +243,7 @@ def test_the_budget_is_the_cpus_a_gpu_trains_the_recipes_epochs():
     budget given is kept on any device."""
     scratch = TrainConfig()
     assert [tuple(scratch.training_params(False, n_train=8400, device=d)[k] for k in ("cnn_branches", "epochs"))
-            for d in ("cpu", "cuda", "cuda:1")] == [(1, 30), (4, 30), (4, 30)]
+            for d in ("cpu", "cuda", "cuda:1")] == [(1, 25), (4, 30), (4, 30)]
     assert scratch.training_params(False, device=torch.device("cuda"))["budget_rows"] == 0
     assert scratch.training_params(False, device="cpu")["budget_rows"] == BUDGET_ROWS
     assert TrainConfig(budget_rows=BUDGET_ROWS).training_params(False, n_train=8400, device="cuda")["cnn_branches"] == 1
