@@ -1,3 +1,12 @@
+import os
+
+# Under pytest-xdist (the README's `pytest -n auto`) each worker process is given its share of the
+# cores, so that the workers' thread pools (torch's, the extension's OpenMP) do not oversubscribe them;
+# set before either starts its pool.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1)
+                                                     // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
 import numpy as np
 import pytest
 

@@ -11,7 +11,7 @@ README = (ROOT / "README.md").read_text()
 CI = (ROOT / ".ci" / "run").read_text()
 
 DEMO = "pip install torch==2.13.0 && pip install . && dlmsvdd demo"
-TESTS = 'pip install torch==2.14.1 torchvision==0.29.1 && pip install ".[test]" && pytest'
+TESTS = 'pip install torch==2.14.1 torchvision==0.29.1 && pip install ".[test]" && pytest -n auto'
 DOCS_BUILD = 'pip install ".[docs]" && sphinx-build -W docs docs/_build/html'
 
 
