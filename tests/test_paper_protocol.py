@@ -65,6 +65,27 @@ def test_a_peer_trains_the_recipes_epochs_and_keeps_one_by_validation(kind):
     np.testing.assert_array_equal(again["test_scores"], fitted["test_scores"])  # seeded
 
 
+def test_a_peer_steps_at_dlmsvdds_learning_rates(monkeypatch):
+    """Trained alike: with ``lr_schedule="cosine"`` a peer's Adam steps at the rates DLM-SVDD's
+    omega-steps take, epoch by epoch (read from the optimisers' steps, not from the schedule)."""
+    rates = []
+
+    class RecordingAdam(torch.optim.Adam):
+        def step(self, *args, **kwargs):
+            rates.append(self.param_groups[0]["lr"])
+            return super().step(*args, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", RecordingAdam)
+    task = tasks.make_task(datasets.digits(), 4, ratio=0.5, seed=0)
+    config = TrainConfig(**DIGITS, normal_class=4, ratio=0.5, epochs=3, lr_schedule="cosine")
+    image_peers.fit_peer("classifier", task, config)
+    peer_rates, rates[:] = list(rates), []
+    DLMSVDD(config).fit(task.train, task.val)
+    assert len(set(peer_rates)) == 3 and sorted(set(peer_rates)) == sorted(set(rates))
+    assert peer_rates == sorted(peer_rates, reverse=True) and max(peer_rates) < config.training_params(
+        n_train=len(task.train), device="cpu")["lr"]  # lowered along the epochs, below the recipe's rate
+
+
 def test_a_budget_read_from_a_longer_run_is_a_run_of_that_many_epochs():
     """The study's premise: a run of 4 epochs, cut at E = 2 (the epoch its selection keeps among
     0..2, the boundary refitted on those weights), scores as a run of 2 epochs does."""

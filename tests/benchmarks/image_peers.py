@@ -1,6 +1,6 @@
 """The labelled-anomaly peers of DLM-SVDD on images, trained as DLM-SVDD trains its network (issue 50):
 the same small CNN (its recipe's width and branches, seeded alike), the same step 0 (the BatchNorm
-statistics of the training images), Adam at the recipe's learning rate with the same weight decay,
+statistics of the training images), Adam at the recipe's learning rate and schedule with the same weight decay,
 batch size and gradient clipping, the same augmentation, the same number of epochs, and the epoch
 kept by the same rule on validation AUROC (``dlmsvdd.training.selection``). Only the objective
 differs:
@@ -26,7 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dlmsvdd import TrainConfig, metrics
-from dlmsvdd.training import batches, pretrain, selection
+from dlmsvdd.training import batches, lr_schedule, pretrain, selection
 from dlmsvdd.training.models import build_backbone
 
 DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
@@ -105,7 +105,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         The task (DLM-SVDD's: the same rows).
     config : TrainConfig
         DLM-SVDD's configuration: its recipe's epochs (on this training set and device: ``budget_rows``),
-        learning rate, network shape and selection rule, and its weight decay, batch size,
+        learning rate and its schedule, network shape and selection rule, and its weight decay, batch size,
         gradient clipping and seed.
     device : str or torch.device
         Where the network trains.
@@ -139,6 +139,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         if epoch == params["epochs"]:
             break
         net.train()
+        lr_schedule.apply(optimizer, params["lr"], params["lr_schedule"], epoch, params["epochs"])
         loader = batches.loader(augmented, size, shuffle=True, seed=config.seed + epoch,
                                 drop_last=len(augmented) > size)
         for x, t in _inputs(loader, device):
