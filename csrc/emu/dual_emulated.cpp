@@ -1,6 +1,6 @@
 // The dual's CUDA kernels (cuda/dual_kernels.cuh) compiled by the host compiler
 // and run on the CPU through emu/cuda_emulation.h, on host pointers. Slow (a
-// block's threads are std::threads): for testing the kernels' logic, not for use.
+// block's threads are fibers run in turn): for testing the kernels' logic, not for use.
 #include "cuda/dual_cuda.h"
 #include "cuda/dual_kernels.cuh"
 

@@ -1,6 +1,6 @@
 // The CUDA feature-map kernel (cuda/feature_map_kernels.cuh) compiled by the
 // host compiler and run on the CPU through emu/cuda_emulation.h, on host
-// pointers. Slow (a block's threads are std::threads): for testing the
+// pointers. Slow (a block's threads are fibers run in turn): for testing the
 // kernel's logic, not for use.
 #include "cuda/feature_map_cuda.h"
 #include "cuda/feature_map_kernels.cuh"

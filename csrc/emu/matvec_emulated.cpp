@@ -1,6 +1,6 @@
 // The CUDA float64 matrix-vector kernels (cuda/matvec_kernels.cuh) compiled by
 // the host compiler and run on the CPU through emu/cuda_emulation.h, on host
-// pointers. Slow (a block's threads are std::threads): for testing the kernels'
+// pointers. Slow (a block's threads are fibers run in turn): for testing the kernels'
 // logic, not for use.
 #include "cuda/matvec_cuda.h"
 #include "cuda/matvec_kernels.cuh"

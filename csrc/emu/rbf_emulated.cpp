@@ -1,5 +1,5 @@
 // The CUDA RBF kernels (cuda/rbf_kernels.cuh, cuda/rbf_epilogue_kernels.cuh) compiled by the host compiler and run on the CPU
-// through emu/cuda_emulation.h, on host pointers. Slow (a block's threads are std::threads): for
+// through emu/cuda_emulation.h, on host pointers. Slow (a block's threads are fibers run in turn): for
 // testing the kernels' logic, not for use.
 #include "cuda/rbf_cuda.h"
 #include "cuda/rbf_epilogue_kernels.cuh"

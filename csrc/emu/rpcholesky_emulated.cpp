@@ -1,6 +1,6 @@
 // RPCholesky's CUDA code (cuda/rpcholesky_kernels.cuh) compiled by the host
 // compiler and run on the CPU through emu/cuda_emulation.h, on host pointers.
-// Slow (a block's threads are std::threads): for testing the kernels' logic.
+// Slow (a block's threads are fibers run in turn): for testing the kernels' logic.
 #include "cuda/rpcholesky_cuda.h"
 #include "cuda/rpcholesky_kernels.cuh"
 
