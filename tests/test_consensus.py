@@ -233,11 +233,42 @@ def test_rows_beyond_the_data_score_above_every_fit_row_as_documented(params):
     total = sum(numpy_robust_z(*ref[m]) for m in model.members_)
     beyond = (np.linalg.norm(scaler.transform(rows_) - A.mean(0), axis=1) - radius) / median_radius
     floor = model.fit_scores_.max()
-    expected = np.where(beyond > 0.0, floor + beyond, total)
+    expected = np.where(beyond > 0.0, np.maximum(total, floor + beyond), total)
     assert (beyond[len(Z):] > 0.0).all() and (beyond <= 0.0).sum() >= len(Z) // 2
     np.testing.assert_allclose(model.dissimilarity(rows_), expected, rtol=1e-9, atol=1e-9)
     far_scores = model.dissimilarity(far)
     assert (far_scores > floor).all() and (np.diff(far_scores) > 0).all()
+
+
+def two_clusters(seed=0, n=100, d=5):
+    """Fit rows in two tight clusters at -e0 and +e0 (their mean near 0, every row about 1 from it),
+    and two rows off them along e1: one inside the fit rows' radius (0.7 e1), one just beyond it
+    (1.05 R e1) and farther from every fit row."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(scale=0.01, size=(n, d))
+    X[: n // 2, 0] -= 1.0
+    X[n // 2:, 0] += 1.0
+    radius = np.linalg.norm(X - X.mean(0), axis=1).max()
+    off = X.mean(0) + np.outer([0.7, 1.05 * radius], np.eye(d)[1])
+    return X, off
+
+
+@pytest.mark.parametrize("params", MEMBER_SETS, ids=SET_IDS)
+def test_a_row_beyond_the_data_never_scores_below_its_members_sum(params):
+    """The rule for rows beyond the data only raises scores. Before 2026-11-29 it replaced the sum
+    with floor + e / r_med: a row just beyond the radius but far from every fit row scored below a
+    row within it nearer the data (the nearest fit row's distance: 1.45 against 1.22), and on digits'
+    images, where half of the test rows lie beyond, a lone LpSVDD member's AUROC fell to 0.57."""
+    X, off = two_clusters()
+    model = Consensus(random_state=0, scale=False, **params).fit(X)
+    rows_ = np.vstack([off, np.random.default_rng(1).normal(scale=0.02, size=(40, X.shape[1])) + X[:40]])
+    scores = model.dissimilarity(rows_)
+    members = model.member_scores(rows_)
+    total = sum((members[m] - model.centres_[m]) / model.spreads_[m] for m in model.members_)
+    assert scores[1] > model.floor_  # the row beyond: above every fit row, as before
+    np.testing.assert_array_less(total - 1e-9, scores)
+    if "kNN" in model.members_:  # the distance to the data decides: the row beyond ranks above the row within
+        assert scores[1] > scores[0]
 
 
 def test_a_detector_saved_before_issue_49_loads_as_issue_38s_sum(tmp_path):
