@@ -49,8 +49,8 @@ score cost the nearest-image view 0.008 AUROC (0.9873 against 0.9952 on digits' 
 protocol) and a lone ``LpSVDD`` member nearly all of it (0.57 against 0.99). The fit rows are
 exchangeable with a new normal row, so it lands beyond all n of them with probability at most
 1 / (n + 1): that is all the rule can cost in false alarms (as the deep model's distance guard,
-``dlmsvdd.training.guard``, which also keeps the higher of the two). ``PortableConsensus`` is the same score in plain torch operations,
-for ONNX and TorchScript.
+``dlmsvdd.training.guard``, which also keeps the higher of the two). ``PortableConsensus`` is the
+same score in plain torch operations, for ONNX and TorchScript.
 """
 
 from __future__ import annotations
@@ -104,8 +104,7 @@ def beyond_the_data(total: torch.Tensor, distance: torch.Tensor, radius: float, 
     ``max(total, floor + e / r_med)`` (``e = distance - radius``): above every fit row, higher the
     farther out, never below their members' sum; the others keep ``total``."""
     beyond = (distance - radius) / median_radius
-    lifted = torch.maximum(total, floor + beyond.clamp(min=0.0).to(total.dtype))
-    return torch.where(beyond > 0.0, lifted, total)
+    return torch.where(beyond > 0.0, torch.maximum(total, floor + beyond.to(total.dtype)), total)
 
 
 class Consensus:
