@@ -80,12 +80,12 @@ IMAGE_SCHEDULE = "constant"  # the scratch recipe's on images (docs/user-guide/d
 def test_recipes():
     scratch = TrainConfig(backbone="small_cnn", weights=None).validate()
     assert scratch.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 1e-3,
-                                         "lr_schedule": IMAGE_SCHEDULE,
+                                         "labelled_lr": 2e-3, "lr_schedule": IMAGE_SCHEDULE,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                          "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0}
-    paper = {"recipe": "paper", "lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
+    paper = {"recipe": "paper", "lr": 1e-4, "labelled_lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
              "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2,
              "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
@@ -97,14 +97,14 @@ def test_recipes():
     given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best",
                         cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 0.01,
-                                       "lr_schedule": IMAGE_SCHEDULE,
+                                       "labelled_lr": 2e-3, "lr_schedule": IMAGE_SCHEDULE,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
                                        "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                        "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
-                                                           "lr_schedule": "constant",
+                                                           "labelled_lr": 1e-3, "lr_schedule": "constant",
                                                            "pretrain": "batchnorm", "selection_rule": "latest",
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
                                                            "self_labelling": 0.05, "epoch_rows": 4096,
@@ -290,4 +290,10 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     del state["resolved"]["labelled_softplus_scale"]
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     with pytest.raises(ValueError, match="labelled_softplus_scale: 1.0 there, 4.0 here"):
+        DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
+    # and before a labelled fit took the recipe's labelled_lr (it trained at lr): not resumed at 2e-3
+    state["resolved"]["labelled_softplus_scale"] = 4.0
+    del state["resolved"]["labelled_lr"]
+    checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
+    with pytest.raises(ValueError, match="labelled_lr: 0.001 there, 0.002 here"):
         DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)

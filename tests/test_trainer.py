@@ -191,6 +191,27 @@ def test_softplus_scale_auto_is_the_recipes_with_labels_and_1_without(task):
     assert one_class_auto == fit(one_class, softplus_scale=1.0) and one_class_auto[0] == 1.0
 
 
+def test_lr_left_to_the_recipe_is_its_labelled_lr_with_labels_and_its_lr_without(task):
+    """With lr left to the recipe the omega-steps train at the recipe's "labelled_lr" with labelled
+    anomalies (2e-3 from scratch on images, 1e-4 in the paper's recipe) and at its "lr" without
+    them (1e-3 from scratch), as those values given explicitly do; a value given wins with labels."""
+    from dlmsvdd.training import config
+
+    def fit(t, **kw):
+        base = dict(epochs=2, recipe="scratch", cnn_branches=1, lr=None)
+        model = DLMSVDD(_config(**{**base, **kw})).fit(t.train, t.val)
+        return {row["lr"] for row in model.history_[:-1]}, [row["omega_loss"] for row in model.history_[:-1]]
+
+    rates, auto = fit(task)
+    assert rates == {config.SCRATCH_IMAGES_LABELLED_LR} == {2e-3} and fit(task, lr=2e-3) == (rates, auto)
+    given = fit(task, lr=1e-3)
+    assert given[0] == {1e-3} and given[1] != auto
+    assert fit(task, recipe="paper")[0] == {1e-4}
+    one_class = tasks.make_task(datasets.digits(), normal_class=4, ratio=0.0, seed=0)
+    one_class_rates, one_class_auto = fit(one_class)
+    assert one_class_rates == {1e-3} and fit(one_class, lr=1e-3) == (one_class_rates, one_class_auto)
+
+
 def test_bad_configuration_is_refused():
     for bad, match in ((dict(p=1.0), "p must be >= 1.1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(contamination=0.7), r"contamination must be a number in \(0, 0.5\]"),

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from dlmsvdd import TrainConfig, metrics
 from dlmsvdd.training import batches, lr_schedule, pretrain, selection
+from dlmsvdd.training.config import omega_lr
 from dlmsvdd.training.models import build_backbone
 
 DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
@@ -105,7 +106,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         The task (DLM-SVDD's: the same rows).
     config : TrainConfig
         DLM-SVDD's configuration: its recipe's epochs (on this training set and device: ``budget_rows``),
-        learning rate and its schedule, network shape and selection rule, and its weight decay, batch size,
+        learning rate with labels and its schedule, network shape and selection rule, and its weight decay, batch size,
         gradient clipping and seed.
     device : str or torch.device
         Where the network trains.
@@ -127,7 +128,8 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     if params["pretrain"] != "none":
         pretrain.calibrate_batchnorm(net, batches.loader(task.train, size, shuffle=False), device)
     peer.start(backbone, task.train, size, device)
-    optimizer = torch.optim.Adam(net.parameters(), lr=params["lr"], weight_decay=config.weight_decay)
+    lr = omega_lr(params, config.lr is not None, True)  # the rate of DLM-SVDD's omega-steps with labels
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=config.weight_decay)
     kept = selection.START
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):
@@ -139,7 +141,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         if epoch == params["epochs"]:
             break
         net.train()
-        lr_schedule.apply(optimizer, params["lr"], params["lr_schedule"], epoch, params["epochs"])
+        lr_schedule.apply(optimizer, lr, params["lr_schedule"], epoch, params["epochs"])
         loader = batches.loader(augmented, size, shuffle=True, seed=config.seed + epoch,
                                 drop_last=len(augmented) > size)
         for x, t in _inputs(loader, device):

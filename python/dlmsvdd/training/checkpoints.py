@@ -44,6 +44,16 @@ RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
 # resolved fields added since earlier versions wrote a state, with the value those versions trained with
 RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0,
                   "labelled_softplus_scale": 1.0}
+# and those whose value was another resolved field's: labelled anomalies trained at "lr"
+RESOLVED_AS = {"labelled_lr": "lr"}
+
+
+def resolved_then(saved: dict) -> dict:
+    """A state's stored resolved configuration with the fields added since as the version that wrote
+    it trained them (``RESOLVED_SINCE``, ``RESOLVED_AS``), under this version's names."""
+    saved = upgraded_config(saved)
+    since = {**RESOLVED_SINCE, **{k: saved[v] for k, v in RESOLVED_AS.items() if v in saved}}
+    return {**since, **saved}
 
 
 def upgraded_config(values: dict) -> dict:
@@ -199,7 +209,7 @@ def check_config(state: dict, config: dict, path, resolved: dict | None = None) 
         saved = state.get(key)
         if saved is None or here is None:  # states written before 'resolved' was stored
             continue
-        saved = upgraded_config(saved) if key == "config" else {**RESOLVED_SINCE, **upgraded_config(saved)}
+        saved = upgraded_config(saved) if key == "config" else resolved_then(saved)
         differ = sorted(k for k in set(saved) | set(here) if k not in RUN_ONLY and saved.get(k) != here.get(k))
         if differ:
             pairs = ", ".join(f"{k}: {saved.get(k)!r} there, {here.get(k)!r} here" for k in differ)

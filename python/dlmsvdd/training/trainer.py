@@ -29,7 +29,7 @@ from ..data.vectors import VectorPreprocessing
 from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, inputs,
                lr_schedule, memory, metrics, model_file, parallel, precision, pretrain, resident, selection,
                self_labels, thresholds)
-from .config import SHAPE_FIELDS, TrainConfig, resolved_for_labels
+from .config import SHAPE_FIELDS, TrainConfig, omega_lr, resolved_for_labels
 from .decisions import Decisions
 from .scoring import Scoring
 from .models import FeatureNet, build_backbone
@@ -269,6 +269,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         self.svdd_.nu = resolved_for_labels(cfg.nu, labelled, params["labelled_nu"])
         self.svdd_.slack_scale = resolved_for_labels(cfg.slack_scale, labelled, params["labelled_slack_scale"])
         self.softplus_scale_ = resolved_for_labels(cfg.softplus_scale, labelled, params["labelled_softplus_scale"])
+        self.omega_lr_ = omega_lr(params, cfg.lr is not None, labelled)  # lr left to the recipe: likewise
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
@@ -544,8 +545,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                                    lambda: copy.deepcopy(self.network_.state_dict()))
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
-                row["lr"] = lr_schedule.apply(optimizer, self.training_params_["lr"],
-                                              self.training_params_["lr_schedule"], epoch, epochs)
+                row["lr"] = lr_schedule.apply(optimizer, self.omega_lr_, self.training_params_["lr_schedule"], epoch,
+                                              epochs)
                 batch_losses, problem = self._omega_step(self._omega_batches(rows, epoch), optimizer,
                                                          cfg.verbose >= 2 and not quiet)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
@@ -631,7 +632,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             raise divergence.TrainingDiverged(  # before any training step: nothing to roll back to
                 f"the initial network's features are unusable: {problem}; check the data (are the training "
                 "inputs all alike?) and the backbone's weights")
-        hint = f"lower the learning rate (lr {self.training_params_['lr']:g})"
+        hint = f"lower the learning rate (lr {getattr(self, 'omega_lr_', self.training_params_['lr']):g})"
         if self.config.on_divergence == "error":
             raise divergence.TrainingDiverged(f"training diverged at epoch {epoch}: {problem}; {hint}")
         message = (f"training stopped at epoch {epoch}: {problem}; keeping epoch {best[1]}, the best before it "
