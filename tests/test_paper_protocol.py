@@ -82,9 +82,9 @@ def test_a_peer_steps_at_dlmsvdds_learning_rates(monkeypatch):
     peer_rates, rates[:] = list(rates), []
     DLMSVDD(config).fit(task.train, task.val)
     assert len(set(peer_rates)) == 3 and sorted(set(peer_rates)) == sorted(set(rates))
+    # lowered along the epochs, below the recipe's rate with labels
     assert peer_rates == sorted(peer_rates, reverse=True) and max(peer_rates) < config.training_params(
-        n_train=len(task.train), device="cpu")["labelled_lr"]  # lowered along the epochs, below the recipe's
-    # rate with labels
+        n_train=len(task.train), device="cpu")["labelled_lr"]
 
 
 def test_a_budget_read_from_a_longer_run_is_a_run_of_that_many_epochs():

@@ -106,8 +106,8 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
         The task (DLM-SVDD's: the same rows).
     config : TrainConfig
         DLM-SVDD's configuration: its recipe's epochs (on this training set and device: ``budget_rows``),
-        learning rate with labels and its schedule, network shape and selection rule, and its weight decay, batch size,
-        gradient clipping and seed.
+        learning rate with labels and its schedule, network shape and selection rule, and its weight
+        decay, batch size, gradient clipping and seed.
     device : str or torch.device
         Where the network trains.
 
