@@ -84,10 +84,11 @@ def test_recipes():
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
-                                         "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0}
+                                         "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
+                                         "labelled_ema_half_life": 1.0}
     paper = {"recipe": "paper", "lr": 1e-4, "labelled_lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
              "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2,
-             "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0}
+             "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -101,7 +102,8 @@ def test_recipes():
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
                                        "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
-                                       "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0}
+                                       "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
+                                       "labelled_ema_half_life": 1.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "labelled_lr": 1e-3, "lr_schedule": "constant",
@@ -109,7 +111,8 @@ def test_recipes():
                                                            "epochs": 15, "mlp_width": 128, "mlp_layers": 2,
                                                            "self_labelling": 0.05, "epoch_rows": 4096,
                                                            "budget_rows": 0, "labelled_nu": 1.2,
-                                                           "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0}
+                                                           "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0,
+                                                           "labelled_ema_half_life": 0.0}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
@@ -296,4 +299,10 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     del state["resolved"]["labelled_lr"]
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     with pytest.raises(ValueError, match="labelled_lr: 0.001 there, 0.002 here"):
+        DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
+    # and before its epochs were judged on the weights' moving average: not resumed with one
+    state["resolved"]["labelled_lr"] = 2e-3
+    del state["resolved"]["labelled_ema_half_life"]
+    checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
+    with pytest.raises(ValueError, match="labelled_ema_half_life: 0.0 there, 1.0 here"):
         DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)

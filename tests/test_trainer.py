@@ -212,6 +212,53 @@ def test_lr_left_to_the_recipe_is_its_labelled_lr_with_labels_and_its_lr_without
     assert one_class_rates == {1e-3} and fit(one_class, lr=1e-3) == (one_class_rates, one_class_auto)
 
 
+def test_ema_half_life_left_to_the_recipe_is_its_labelled_one_with_labels_and_none_without(task):
+    """With ema_half_life left to the recipe a network from scratch on images judges its epochs on the
+    weights' moving average with labelled anomalies (half-life SCRATCH_IMAGES_EMA_HALF_LIFE epochs), as
+    that value given does, and on its own weights without labels and in the paper's recipe (0)."""
+    from dlmsvdd.training import config
+
+    def fit(t, **kw):
+        base = dict(epochs=2, recipe="scratch", cnn_branches=1, lr=None)
+        model = DLMSVDD(_config(**{**base, **kw})).fit(t.train, t.val)
+        return ({row["ema_half_life"] for row in model.history_[:-1]},
+                [row["omega_loss"] for row in model.history_[:-1]] + [row["b_normal"] for row in model.history_])
+
+    half_lives, auto = fit(task)
+    assert half_lives == {config.SCRATCH_IMAGES_EMA_HALF_LIFE} == {1.0}
+    assert fit(task, ema_half_life=1.0) == (half_lives, auto)
+    none = fit(task, ema_half_life=0)
+    assert none[0] == {0.0} and none[1][0] == auto[0] and none[1] != auto  # epoch 1 on: other weights
+    assert fit(task, recipe="paper")[0] == {0.0}
+    one_class = tasks.make_task(datasets.digits(), normal_class=4, ratio=0.0, seed=0)
+    assert fit(one_class)[0] == {0.0}
+
+
+@pytest.mark.filterwarnings("ignore::dlmsvdd.training.thresholds.InSampleThreshold")  # no validation set
+def test_the_kept_weights_are_the_average_the_epochs_were_judged_on(task, tmp_path):
+    """With an average the kept epoch's weights are the average's, not the network's own: without a
+    validation set the last epoch is kept, and the fitted network is the final training state's
+    average (every optimiser step in it); without one, the network's own weights."""
+    from dlmsvdd.training import checkpoints
+
+    def fit(half_life):
+        path = tmp_path / f"state-{half_life}.pt"
+        model = DLMSVDD(_config(epochs=3, ema_half_life=half_life)).fit(task.train, None, checkpoint=path)
+        return model, checkpoints.read(path, checkpoints.TRAINING)
+
+    model, state = fit(1.0)
+    assert model.best_epoch_ == 3 and state["average"]["steps"] == 3 * (len(task.train) // 64)
+    kept = {k: v for k, v in model.network_.state_dict().items() if k.startswith("backbone.")}
+    for key, value in kept.items():
+        torch.testing.assert_close(value.cpu(), state["average"]["state"][key], rtol=0, atol=0)
+    assert any(not torch.equal(state["network"][k], state["average"]["state"][k]) for k in kept)
+    model, state = fit(0)
+    assert state["average"] is None
+    for key, value in model.network_.state_dict().items():
+        if key.startswith("backbone."):
+            torch.testing.assert_close(value.cpu(), state["network"][key], rtol=0, atol=0)
+
+
 def test_bad_configuration_is_refused():
     for bad, match in ((dict(p=1.0), "p must be >= 1.1"), (dict(nu=0.5), "nu must be >= 1"),
                        (dict(contamination=0.7), r"contamination must be a number in \(0, 0.5\]"),

@@ -4,6 +4,7 @@ and checkpoints (the trained detector's scores: ``scoring``; its decisions: ``de
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -29,9 +30,10 @@ from ..data.vectors import VectorPreprocessing
 from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, inputs,
                lr_schedule, memory, metrics, model_file, parallel, precision, pretrain, resident, selection,
                self_labels, thresholds)
-from .config import SHAPE_FIELDS, TrainConfig, omega_lr, resolved_for_labels
+from .config import SHAPE_FIELDS, TrainConfig, ema_half_life, omega_lr, resolved_for_labels
 from .decisions import Decisions
 from .scoring import Scoring
+from .weight_average import WeightAverage
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
@@ -270,6 +272,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         self.svdd_.slack_scale = resolved_for_labels(cfg.slack_scale, labelled, params["labelled_slack_scale"])
         self.softplus_scale_ = resolved_for_labels(cfg.softplus_scale, labelled, params["labelled_softplus_scale"])
         self.omega_lr_ = omega_lr(params, cfg.lr is not None, labelled)  # lr left to the recipe: likewise
+        self.ema_half_life_ = ema_half_life(params, cfg.ema_half_life, labelled)
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
@@ -354,11 +357,12 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         return ((x.to(self.device, non_blocking=True), t.to(self.device, non_blocking=True)) for x, t in loader), \
             len(loader)
 
-    def _omega_step(self, batches_: tuple, optimizer, bar_level: bool) -> tuple[list[float], str | None]:
+    def _omega_step(self, batches_: tuple, optimizer, bar_level: bool,
+                    average: WeightAverage | None = None) -> tuple[list[float], str | None]:
         """Step 4: the batch losses, and what broke if a batch's features or loss were not finite
-        (the fit then stops, keeping the best epoch before it). The check does not wait for the
-        device (``divergence.FiniteChecks``): on a GPU a non-finite batch is found a few batches
-        later, and the batches after it are not reported."""
+        (the fit then stops, keeping the best epoch before it); ``average``, if any, follows every
+        step. The check does not wait for the device (``divergence.FiniteChecks``): on a GPU a
+        non-finite batch is found a few batches later, and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
@@ -381,6 +385,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                 loss.backward()
                 nn.utils.clip_grad_norm_(self.network_.parameters(), cfg.grad_clip)
                 optimizer.step()
+                if average is not None:
+                    average.update(self.network_, count)
         bad = checks.first_bad(wait=True) if bad is None else bad
         values = torch.stack(losses).cpu().tolist() if losses else []
         if bad is not None:
@@ -522,8 +528,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                                        stacklevel=4)
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
+        average = None  # the weights' moving average (training.weight_average), once the labels have decided it
         if resumed is not None:
-            first, best = self._restore_training(resumed, checkpoint, optimizer)
+            first, best, average = self._restore_training(resumed, checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
         epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
@@ -531,24 +538,29 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         for epoch in bar:  # the paper's steps, the omega-step after the selection's snapshot
             start = time.perf_counter()
             rows = epoch_rows.draw(train, self.training_params_["epoch_rows"], cfg.seed, epoch)
-            feats, targets = self._features(rows)  # 1. features of the epoch's training rows, eval mode
-            problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
-            if problem is not None:
-                self._diverged(epoch, problem, best)
-                break
-            t_features = time.perf_counter()
-            svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
-            row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
-                   "seconds_alpha": time.perf_counter() - t_features}
-            row.update(self._validate(val))  # 5. validation, and the epoch to keep
-            best = selection.offer(best, epoch, row, cfg.selection, self.training_params_["selection_rule"],
-                                   lambda: copy.deepcopy(self.network_.state_dict()))
+            # steps 1-3 and 5 on the averaged weights when there is an average, the omega-step on the network's own
+            with contextlib.nullcontext() if average is None else average.applied(self.network_):
+                feats, targets = self._features(rows)  # 1. features of the epoch's training rows, eval mode
+                problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
+                if problem is not None:
+                    self._diverged(epoch, problem, best)
+                    break
+                t_features = time.perf_counter()
+                svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
+                row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
+                       "seconds_alpha": time.perf_counter() - t_features}
+                row.update(self._validate(val))  # 5. validation, and the epoch to keep
+                best = selection.offer(best, epoch, row, cfg.selection, self.training_params_["selection_rule"],
+                                       lambda: copy.deepcopy(self.network_.state_dict()))
+            if average is None and self.ema_half_life_ > 0 and optimizer is not None:
+                average = WeightAverage(self.network_, self.ema_half_life_)  # from the weights step 0 left
             if epoch < epochs:  # 4. omega-step on the margin-violation loss, boundary fixed
                 start = time.perf_counter()
                 row["lr"] = lr_schedule.apply(optimizer, self.omega_lr_, self.training_params_["lr_schedule"], epoch,
                                               epochs)
+                row["ema_half_life"] = self.ema_half_life_
                 batch_losses, problem = self._omega_step(self._omega_batches(rows, epoch), optimizer,
-                                                         cfg.verbose >= 2 and not quiet)
+                                                         cfg.verbose >= 2 and not quiet, average)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
@@ -560,7 +572,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
             if checkpoint is not None:
-                self._save_training(checkpoint, epoch + 1, best, optimizer)
+                self._save_training(checkpoint, epoch + 1, best, optimizer, average)
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
         self._refit(train, val)
@@ -641,7 +653,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         log.warning(message)
         warnings.warn(message, divergence.DivergenceWarning, stacklevel=3)
 
-    def _save_training(self, path, next_epoch: int, best: tuple, optimizer) -> None:
+    def _save_training(self, path, next_epoch: int, best: tuple, optimizer, average: WeightAverage | None) -> None:
         """The training state after an epoch (every rank gathers its random
         generators; the main process writes)."""
         rng = checkpoints.rng_states(self.group_)
@@ -653,7 +665,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             "input_shape": list(self.input_shape_),
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,
-            "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng}, checkpoints.TRAINING)
+            "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng,
+            "average": None if average is None else average.state_dict()}, checkpoints.TRAINING)
 
     def _run_params(self) -> dict:
         """What a fit's state records of its own run beyond its configuration: the epochs and the
@@ -662,9 +675,10 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         return {"epochs": params["epochs"],
                 "network_shape": {k: params[k] for k in SHAPE_FIELDS.get(params["backbone"], {}) if k in params}}
 
-    def _restore_training(self, state: dict, path, optimizer) -> tuple[int, tuple]:
+    def _restore_training(self, state: dict, path, optimizer) -> tuple[int, tuple, WeightAverage | None]:
         """Continues where ``_save_training`` left off (``state``, read from ``path``,
-        written by a run of this configuration): the next epoch and the best so far."""
+        written by a run of this configuration): the next epoch, the best so far and the
+        weights' moving average (None: none yet, or a state written before there was one)."""
         checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved(len(self.input_shape_) == 1))
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
@@ -672,8 +686,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         self.svdd_ = LpSVDD.from_state_dict(state["boundary"], device=self.device)
         self.history_ = state["history"]
         checkpoints.set_rng_states(state["rng"], self.group_)
-        best = state["best"]
-        return state["next_epoch"], (best["key"], best["epoch"], best["network"])
+        best, average = state["best"], state.get("average")
+        average = None if average is None else WeightAverage.from_state_dict(average, self.network_)
+        return state["next_epoch"], (best["key"], best["epoch"], best["network"]), average
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, the input consensus, the decision
