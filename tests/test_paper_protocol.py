@@ -87,6 +87,29 @@ def test_a_peer_steps_at_dlmsvdds_learning_rates(monkeypatch):
         n_train=len(task.train), device="cpu")["labelled_lr"]
 
 
+def test_a_peer_judges_its_epochs_on_dlmsvdds_moving_average(monkeypatch):
+    """A peer follows DLM-SVDD's ema_half_life: with labels from scratch on images the average of
+    its weights, half-life 1 epoch, follows every optimiser step and its epochs are judged and kept
+    on it; given 0 there is none, and other weights are kept."""
+    half_lives, per_epoch = [], []
+    update = image_peers.WeightAverage.update
+
+    def recording(self, network, steps_per_epoch):
+        half_lives.append(self.half_life)
+        per_epoch.append(steps_per_epoch)
+        return update(self, network, steps_per_epoch)
+
+    monkeypatch.setattr(image_peers.WeightAverage, "update", recording)
+    task = tasks.make_task(datasets.digits(), 4, ratio=0.5, seed=0)
+    config = dict(**DIGITS, normal_class=4, ratio=0.5, epochs=3)
+    fitted = image_peers.fit_peer("classifier", task, TrainConfig(**config))
+    steps = len(task.train) // DIGITS["batch_size"]  # the last, short batch dropped
+    assert set(half_lives) == {1.0} and per_epoch == [steps] * (3 * steps)
+    half_lives[:] = []
+    plain = image_peers.fit_peer("classifier", task, TrainConfig(**config, ema_half_life=0))
+    assert half_lives == [] and not np.array_equal(plain["test_scores"], fitted["test_scores"])
+
+
 def test_a_budget_read_from_a_longer_run_is_a_run_of_that_many_epochs():
     """The study's premise: a run of 4 epochs, cut at E = 2 (the epoch its selection keeps among
     0..2, the boundary refitted on those weights), scores as a run of 2 epochs does."""

@@ -28,20 +28,25 @@ BUDGETS = (1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 15, 18, 20, 25, 30)
 
 
 class SnapshotDLMSVDD(DLMSVDD):
-    """DLMSVDD keeping its network's weights as each epoch's selection sees them (before the
-    epoch's omega-step; the last epoch's after the run's last omega-step)."""
+    """DLMSVDD keeping the weights each epoch's selection sees (before the epoch's omega-step; the
+    last epoch's after the run's last omega-step): the network's own, or with a moving average of
+    them (``ema_half_life``) the average's."""
 
-    def _omega_step(self, loader, optimizer, bar_level):
-        self.snapshots_.append(copy.deepcopy(self.network_.state_dict()))
-        return super()._omega_step(loader, optimizer, bar_level)
+    def _omega_step(self, loader, optimizer, bar_level, average=None):
+        self._average = average
+        self.snapshots_.append(copy.deepcopy(self._judged()))
+        return super()._omega_step(loader, optimizer, bar_level, average)
+
+    def _judged(self) -> dict:
+        return self.network_.state_dict() if self._average is None else self._average.state
 
     def _fit(self, train, val, callback, checkpoint, resume):
-        self.snapshots_ = []
+        self.snapshots_, self._average = [], None
         epochs = self.config.epochs
 
-        def keep_last(row):  # the last epoch has no omega-step: its weights are the network's now
+        def keep_last(row):  # the last epoch has no omega-step: its weights are those the last one left
             if row["epoch"] == epochs:
-                self.snapshots_.append(copy.deepcopy(self.network_.state_dict()))
+                self.snapshots_.append(copy.deepcopy(self._judged()))
             if callback is not None:
                 callback(row)
 

@@ -1,9 +1,10 @@
 """The labelled-anomaly peers of DLM-SVDD on images, trained as DLM-SVDD trains its network (issue 50):
 the same small CNN (its recipe's width and branches, seeded alike), the same step 0 (the BatchNorm
 statistics of the training images), Adam at the recipe's learning rate and schedule with the same weight decay,
-batch size and gradient clipping, the same augmentation, the same number of epochs, and the epoch
-kept by the same rule on validation AUROC (``dlmsvdd.training.selection``). Only the objective
-differs:
+batch size and gradient clipping, the same augmentation, the same number of epochs, each epoch
+judged on the same moving average of the weights (``ema_half_life``, ``dlmsvdd.training.weight_average``),
+and the epoch kept by the same rule on validation AUROC (``dlmsvdd.training.selection``). Only the
+objective differs:
 
 * Deep SAD (Ruff et al., ICLR 2020): the centre c is the mean feature of the training normals under
   the initial network (coordinates within 0.1 of 0 pushed to +-0.1, as its code does); a normal's
@@ -17,6 +18,7 @@ differs:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 
@@ -27,8 +29,9 @@ import torch.nn.functional as F
 
 from dlmsvdd import TrainConfig, metrics
 from dlmsvdd.training import batches, lr_schedule, pretrain, selection
-from dlmsvdd.training.config import omega_lr
+from dlmsvdd.training.config import ema_half_life, omega_lr
 from dlmsvdd.training.models import build_backbone
+from dlmsvdd.training.weight_average import WeightAverage
 
 DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
 
@@ -130,16 +133,20 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     peer.start(backbone, task.train, size, device)
     lr = omega_lr(params, config.lr is not None, True)  # the rate of DLM-SVDD's omega-steps with labels
     optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=config.weight_decay)
-    kept = selection.START
+    half_life = ema_half_life(params, config.ema_half_life, True)  # DLM-SVDD's with labels
+    kept, average = selection.START, None
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):
-        out, t_val = _outputs(net, task.val, size, device)
-        row = {"val_auroc": metrics.auroc(t_val, peer.score(out).cpu().numpy()),
-               "val_n_anomalous": int((t_val < 0).sum())}
-        kept = selection.offer(kept, epoch, row, "auroc", params["selection_rule"],
-                               lambda: copy.deepcopy(net.state_dict()))
+        with contextlib.nullcontext() if average is None else average.applied(net):
+            out, t_val = _outputs(net, task.val, size, device)
+            row = {"val_auroc": metrics.auroc(t_val, peer.score(out).cpu().numpy()),
+                   "val_n_anomalous": int((t_val < 0).sum())}
+            kept = selection.offer(kept, epoch, row, "auroc", params["selection_rule"],
+                                   lambda: copy.deepcopy(net.state_dict()))
         if epoch == params["epochs"]:
             break
+        if average is None and half_life > 0:
+            average = WeightAverage(net, half_life)
         net.train()
         lr_schedule.apply(optimizer, lr, params["lr_schedule"], epoch, params["epochs"])
         loader = batches.loader(augmented, size, shuffle=True, seed=config.seed + epoch,
@@ -150,6 +157,8 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), config.grad_clip)
             optimizer.step()
+            if average is not None:
+                average.update(net, len(loader))
     net.load_state_dict(kept[2])
     seconds = time.perf_counter() - start_time
     out, _ = _outputs(net, task.test, size, device)
