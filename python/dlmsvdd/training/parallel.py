@@ -52,8 +52,13 @@ class Group:
     def sync_buffers(self, module: torch.nn.Module) -> None:
         """Rank 0's buffers (batch-norm statistics) everywhere: DDP sends them
         before each forward, so after the last step every rank holds its own."""
-        for buffer in module.buffers():
-            dist.broadcast(buffer, 0)
+        self.sync_tensors(module.buffers())
+
+    def sync_tensors(self, tensors) -> None:
+        """Rank 0's values of ``tensors`` everywhere, in place (a moving average of
+        the weights averages each rank's own batch-norm statistics)."""
+        for tensor in tensors:
+            dist.broadcast(tensor, 0)
 
     def gather(self, local: torch.Tensor, n: int) -> torch.Tensor:
         """The n rows of a set from every rank's shard, on every rank."""

@@ -395,6 +395,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                             f"(batch {bad + 1}, loss {values[-1]:.4g})")
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
+            if average is not None:  # its batch-norm statistics were each rank's own too
+                self.group_.sync_tensors(average.state.values())
         return values, None
 
     # ---- training
