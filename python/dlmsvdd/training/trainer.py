@@ -406,7 +406,10 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
 
         ``config.epochs`` epochs (none with a frozen backbone), the best epoch by
         validation, then the boundary refitted from the best weights'
-        non-augmented training features, and the threshold.
+        non-augmented training features, and the threshold. With a moving
+        average of the weights (``ema_half_life``; with labelled anomalies on
+        images from scratch by default) each epoch is judged, and kept, on the
+        average (``dlmsvdd.training.weight_average``).
 
         Non-finite or collapsed features or loss stop the epochs early
         (``dlmsvdd.training.divergence``): the best epoch so far is kept, with a
