@@ -18,7 +18,6 @@ objective differs:
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import time
 
@@ -31,7 +30,7 @@ from dlmsvdd import TrainConfig, metrics
 from dlmsvdd.training import batches, lr_schedule, pretrain, selection
 from dlmsvdd.training.config import ema_half_life, omega_lr
 from dlmsvdd.training.models import build_backbone
-from dlmsvdd.training.weight_average import WeightAverage
+from dlmsvdd.training.weight_average import WeightAverage, judged_on
 
 DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
 
@@ -137,7 +136,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     kept, average = selection.START, None
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):
-        with contextlib.nullcontext() if average is None else average.applied(net):
+        with judged_on(average, net):
             out, t_val = _outputs(net, task.val, size, device)
             row = {"val_auroc": metrics.auroc(t_val, peer.score(out).cpu().numpy()),
                    "val_n_anomalous": int((t_val < 0).sum())}

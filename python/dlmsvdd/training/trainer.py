@@ -4,7 +4,6 @@ and checkpoints (the trained detector's scores: ``scoring``; its decisions: ``de
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import logging
@@ -33,7 +32,7 @@ from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, g
 from .config import SHAPE_FIELDS, TrainConfig, ema_half_life, omega_lr, resolved_for_labels
 from .decisions import Decisions
 from .scoring import Scoring
-from .weight_average import WeightAverage
+from .weight_average import WeightAverage, judged_on
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
@@ -544,7 +543,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             start = time.perf_counter()
             rows = epoch_rows.draw(train, self.training_params_["epoch_rows"], cfg.seed, epoch)
             # steps 1-3 and 5 on the averaged weights when there is an average, the omega-step on the network's own
-            with contextlib.nullcontext() if average is None else average.applied(self.network_):
+            with judged_on(average, self.network_):
                 feats, targets = self._features(rows)  # 1. features of the epoch's training rows, eval mode
                 problem = divergence.feature_problem(feats, getattr(self.svdd_, "gamma_", None), self.group_)
                 if problem is not None:

@@ -71,3 +71,9 @@ class WeightAverage:
     def from_state_dict(cls, saved: dict, network: nn.Module) -> "WeightAverage":
         """The average ``state_dict`` wrote, on ``network``'s device."""
         return cls(network, saved["half_life"], saved["steps"], saved["state"])
+
+
+def judged_on(average: WeightAverage | None, network: nn.Module):
+    """A context in which ``network`` holds the weights an epoch is judged on: the average's, or
+    without one (None) its own."""
+    return contextlib.nullcontext(network) if average is None else average.applied(network)
