@@ -59,6 +59,9 @@ def test_a_peer_trains_the_recipes_epochs_and_keeps_one_by_validation(kind):
     config = TrainConfig(**DIGITS, normal_class=4, ratio=0.5, epochs=3)
     fitted = image_peers.fit_peer(kind, task, config)
     assert fitted["epochs"] == 3 and 0 <= fitted["kept_epoch"] <= 3
+    # each epoch's validation AUROC, the kept epoch's that of the weights returned
+    assert len(fitted["val_curve"]) == 4
+    assert fitted["val_curve"][fitted["kept_epoch"]] == pytest.approx(fitted["val_auroc"], abs=1e-12)
     assert fitted["test_scores"].shape == (len(task.test),) and np.isfinite(fitted["test_scores"]).all()
     assert metrics.auroc(task.test.targets, fitted["test_scores"]) > 0.8  # digits: an easy task it learns
     again = image_peers.fit_peer(kind, task, config)
@@ -264,3 +267,13 @@ def test_the_gpu_script_runs_the_long_tailed_protocol(tmp_path):
     assert 0 <= records[0]["balanced_accuracy"] <= 1 and records[0]["n_train"] < 96  # the pool, not all 120
     table = (tmp_path / "out" / "lt.md").read_text()
     assert "| rho 2 |" in table and "| DLM-SVDD, CNN frozen |" in table and "class 0 rho 2" in done.stdout
+
+
+def test_dlmsvdds_record_holds_each_epochs_validation_auroc():
+    """The record's ``val_curve`` is the fit's history, epoch by epoch; at the kept epoch it is the
+    kept weights' validation AUROC up to the final boundary's refit from scratch (a solver tolerance)."""
+    overrides = {"batch_size": DIGITS["batch_size"], "epochs": 3}
+    record = paper_protocol.labelled_task(datasets.digits(), 4, 0.5, 0, overrides, ["DLM-SVDD"])["DLM-SVDD"]
+    curve = record["val_curve"]
+    assert len(curve) == 4 and all(0.5 < v <= 1.0 for v in curve)
+    assert curve[record["kept_epoch"]] == pytest.approx(record["val_auroc"], abs=0.01)

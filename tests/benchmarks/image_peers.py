@@ -116,7 +116,8 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     Returns
     -------
     dict
-        ``test_scores`` (higher = more anomalous), ``val_auroc``, ``kept_epoch``, ``epochs``, ``seconds``.
+        ``test_scores`` (higher = more anomalous), ``val_auroc``, ``val_curve`` (each epoch's validation
+        AUROC), ``kept_epoch``, ``epochs``, ``seconds``.
     """
     peer = PEERS[kind]()
     # DLM-SVDD's epochs on this training set and device
@@ -133,7 +134,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     lr = omega_lr(params, config.lr is not None, True)  # the rate of DLM-SVDD's omega-steps with labels
     optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=config.weight_decay)
     half_life = ema_half_life(params, config.ema_half_life, True)  # DLM-SVDD's with labels
-    kept, average = selection.START, None
+    kept, average, curve = selection.START, None, []
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):
         with judged_on(average, net):
@@ -142,6 +143,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
                    "val_n_anomalous": int((t_val < 0).sum())}
             kept = selection.offer(kept, epoch, row, "auroc", params["selection_rule"],
                                    lambda: copy.deepcopy(net.state_dict()))
+            curve.append(row["val_auroc"])
         if epoch == params["epochs"]:
             break
         if average is None and half_life > 0:
@@ -163,4 +165,4 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     out, _ = _outputs(net, task.test, size, device)
     out_val, t_val = _outputs(net, task.val, size, device)
     return {"test_scores": peer.score(out).cpu().numpy(), "val_auroc": metrics.auroc(t_val, peer.score(out_val).cpu().numpy()),
-            "kept_epoch": kept[1], "epochs": params["epochs"], "seconds": seconds}
+            "val_curve": curve, "kept_epoch": kept[1], "epochs": params["epochs"], "seconds": seconds}

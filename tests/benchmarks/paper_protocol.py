@@ -95,7 +95,9 @@ def _dlmsvdd(task, config: TrainConfig, device: str) -> dict:
     summary = metrics.summary(t_test, f_test, model.threshold_)
     return {"auroc": summary["auroc"], "balanced_accuracy": summary["balanced_accuracy"], "seconds": seconds,
             "epochs": model.training_params_["epochs"], "kept_epoch": model.best_epoch_,
-            "val_auroc": metrics.auroc(*model.scores(task.val)[::-1])}
+            "val_auroc": metrics.auroc(*model.scores(task.val)[::-1]),
+            # each epoch's validation AUROC (the boundary of that epoch): whether the fit still gained at its end
+            "val_curve": [row.get("val_auroc") for row in model.history_]}
 
 
 def labelled_task(source, normal_class: int, ratio: float, seed: int, overrides: dict, methods, device: str = "cpu"):
