@@ -18,8 +18,9 @@ Three protocols (``--protocol``):
   every other class of the pool anomalous; test balanced accuracy at the validation threshold of
   DLM-SVDD and its frozen CNN.
 
-Each finished (protocol, method, class, ratio or rho, seed) is a line of the output file; a run
-started again skips what the file holds. ``python tests/benchmarks/paper_protocol.py --help``.
+Each finished (protocol, method, class, ratio or rho, seed) is a line of the output file (its test
+``auroc``, its ``seconds``, and for the trained methods ``val_auroc``, ``kept_epoch``, ``epochs`` and
+``val_curve``, each epoch's validation AUROC); a run started again skips what the file holds. ``python tests/benchmarks/paper_protocol.py --help``.
 """
 
 from __future__ import annotations
