@@ -1,19 +1,18 @@
 """The alternating trainer on digits with the small CNN: every backend family,
-checkpoints, frozen backbone, bandwidth strategies, the loss."""
+checkpoints, frozen backbone, bandwidth strategies (the loss: test_margin_loss.py)."""
 
 import warnings
 
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from sklearn.exceptions import ConvergenceWarning
 
 from dlmsvdd import datasets, metrics, tasks
 from dlmsvdd.training.config import TrainConfig
 from dlmsvdd.training import thresholds
 from dlmsvdd.training.models import SmallCNN
-from dlmsvdd.training.trainer import DLMSVDD, margin_violation_loss
+from dlmsvdd.training.trainer import DLMSVDD
 
 
 @pytest.fixture(scope="module")
@@ -156,23 +155,6 @@ def test_bandwidth_strategies(task):
     assert len(set(gammas["median"])) == 1  # estimated once, from the initial features
     assert gammas["per-epoch"][0] == gammas["median"][0] and len(set(gammas["per-epoch"])) > 1
     assert gammas[2.5] == [2.5] * 4
-
-
-def test_margin_violation_loss_against_a_loop_and_its_hinge_limit():
-    g = torch.Generator().manual_seed(0)
-    f = torch.rand(20, generator=g, dtype=torch.float64) * 2
-    t = torch.tensor([1] * 14 + [-1] * 6)
-    b_n, b_a = 0.7, 1.1
-    for scale, power in ((1.0, 2.0), (4.0, 1.0), (0.5, 2.0)):  # the paper's softplus, then sharper / softer
-        normal = [(np.log1p(np.exp(scale * (float(f[i]) - b_n))) / scale) ** power for i in range(20) if t[i] > 0]
-        anomalous = [(np.log1p(np.exp(scale * (b_a - float(f[i])))) / scale) ** power for i in range(20) if t[i] < 0]
-        expected = np.mean(normal) + np.mean(anomalous)
-        assert float(margin_violation_loss(f, t, b_n, b_a, power, scale)) == pytest.approx(expected, rel=1e-12)
-    only_normal = margin_violation_loss(f[:14], t[:14], b_n, b_a, 1.0)
-    assert float(only_normal) == pytest.approx(float(F.softplus(f[:14] - b_n).mean()), rel=1e-12)
-    # a sharp softplus is the hinge: only the violations count (within log(2) / scale of it)
-    hinge = np.maximum(f[:14].numpy() - b_n, 0).mean() + np.maximum(b_a - f[14:].numpy(), 0).mean()
-    assert float(margin_violation_loss(f, t, b_n, b_a, 1.0, 1e4)) == pytest.approx(hinge, abs=2 * np.log(2) / 1e4)
 
 
 def test_softplus_scale_auto_is_the_recipes_with_labels_and_1_without(task):

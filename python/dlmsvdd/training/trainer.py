@@ -1,6 +1,6 @@
 """DLMSVDD: the alternating trainer (feature pass, alpha-step, omega-step), its refit, threshold
-and checkpoints (the trained detector's scores: ``scoring``; its decisions: ``decisions``; its file:
-``model_file``)."""
+and checkpoints (the omega-step's loss: ``margin_loss``; the trained detector's scores: ``scoring``;
+its decisions: ``decisions``; its file: ``model_file``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import sklearn.base
 import torch
 from sklearn.exceptions import ConvergenceWarning
 import torch.nn as nn
-import torch.nn.functional as F
 from sklearn.base import BaseEstimator, OutlierMixin
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
@@ -31,28 +30,12 @@ from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, g
                self_labels, thresholds)
 from .config import SHAPE_FIELDS, TrainConfig, ema_half_life, omega_lr, resolved_for_labels
 from .decisions import Decisions
+from .margin_loss import margin_violation_loss, violation_counts, violation_shares
 from .scoring import Scoring
 from .weight_average import WeightAverage, judged_on
 from .models import FeatureNet, build_backbone
 
 log = logging.getLogger("dlmsvdd")
-
-
-def margin_violation_loss(f: torch.Tensor, t: torch.Tensor, b_normal: float, b_anomaly: float,
-                          power: float = 1.0, scale: float = 1.0) -> torch.Tensor:
-    """The paper's eq. (cnn_softplus_loss): mean softplus^power(f - b_N) over the
-    normal samples plus mean softplus^power(b_A - f) over the anomalous ones; with
-    ``scale`` s, softplus(s x) / s (s = 1: the paper's)."""
-    # masked means, not f[normal]: boolean indexing waits for the device to know the count (a
-    # synchronisation per batch on a GPU); a class absent from the batch adds 0, as it did
-    normal = (t > 0).to(f.dtype)
-    anomalous = 1.0 - normal
-    def violation(x):
-        return (F.softplus(scale * x) / scale).pow(power)
-
-    loss_normal = (violation(f - b_normal) * normal).sum() / normal.sum().clamp_min(1.0)
-    loss_anomalous = (violation(b_anomaly - f) * anomalous).sum() / anomalous.sum().clamp_min(1.0)
-    return loss_normal + loss_anomalous
 
 
 class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
@@ -357,15 +340,17 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             len(loader)
 
     def _omega_step(self, batches_: tuple, optimizer, bar_level: bool,
-                    average: WeightAverage | None = None) -> tuple[list[float], str | None]:
-        """Step 4: the batch losses, and what broke if a batch's features or loss were not finite
-        (the fit then stops, keeping the best epoch before it); ``average``, if any, follows every
+                    average: WeightAverage | None = None) -> tuple[list[float], str | None, dict]:
+        """Step 4: the batch losses, what broke if a batch's features or loss were not finite
+        (the fit then stops, keeping the best epoch before it), and the shares of the epoch's rows
+        that violated their margins (``margin_loss.violation_shares``; empty when it broke). ``average``, if any, follows every
         step. The check does not wait for the device (``divergence.FiniteChecks``): on a GPU a
         non-finite batch is found a few batches later, and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
         losses, checks = [], divergence.FiniteChecks(self.device, self.group_)
+        violations = torch.zeros(4, dtype=torch.float64, device=self.device)  # margin_loss.violation_counts
         batch_iter, count = batches_
         bad = None
         for x, t in tqdm(batch_iter, total=count, desc="omega-step", leave=False, disable=not bar_level):
@@ -377,6 +362,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                 loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power,
                                               self.softplus_scale_)
                 losses.append(loss.detach())
+                violations += violation_counts(f.detach(), t, svdd.b_normal_, svdd.b_anomaly_)
                 bad = checks.add(z, loss)
                 if bad is not None:
                     break
@@ -391,12 +377,15 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         if bad is not None:
             values = values[:bad + 1]
             return values, (f"the omega-step's features or loss are not finite "
-                            f"(batch {bad + 1}, loss {values[-1]:.4g})")
+                            f"(batch {bad + 1}, loss {values[-1]:.4g})"), {}
+        if self.group_ is not None:  # every rank's rows
+            torch.distributed.all_reduce(violations)
+        shares = violation_shares(violations.cpu())
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
             if average is not None:  # its batch-norm statistics were each rank's own too
                 self.group_.sync_tensors(average.state.values())
-        return values, None
+        return values, None, shares
 
     # ---- training
 
@@ -563,9 +552,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                 row["lr"] = lr_schedule.apply(optimizer, self.omega_lr_, self.training_params_["lr_schedule"], epoch,
                                               epochs)
                 row["ema_half_life"] = self.ema_half_life_
-                batch_losses, problem = self._omega_step(self._omega_batches(rows, epoch), optimizer,
-                                                         cfg.verbose >= 2 and not quiet, average)
-                row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses,
+                batch_losses, problem, shares = self._omega_step(self._omega_batches(rows, epoch), optimizer,
+                                                                 cfg.verbose >= 2 and not quiet, average)
+                row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses, **shares,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
             if callback is not None:
