@@ -60,6 +60,11 @@ class Group:
         for tensor in tensors:
             dist.broadcast(tensor, 0)
 
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` summed over the ranks, in place, on every rank."""
+        dist.all_reduce(tensor)
+        return tensor
+
     def gather(self, local: torch.Tensor, n: int) -> torch.Tensor:
         """The n rows of a set from every rank's shard, on every rank."""
         return Shard(n).gather(local)

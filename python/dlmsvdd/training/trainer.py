@@ -343,8 +343,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                     average: WeightAverage | None = None) -> tuple[list[float], str | None, dict]:
         """Step 4: the batch losses, what broke if a batch's features or loss were not finite
         (the fit then stops, keeping the best epoch before it), and the shares of the epoch's rows
-        that violated their margins (``margin_loss.violation_shares``; empty when it broke). ``average``, if any, follows every
-        step. The check does not wait for the device (``divergence.FiniteChecks``): on a GPU a
+        that violated their margins (``margin_loss.violation_shares``; empty when it broke).
+        ``average``, if any, follows every step. The check does not wait for the device (``divergence.FiniteChecks``): on a GPU a
         non-finite batch is found a few batches later, and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
@@ -379,7 +379,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             return values, (f"the omega-step's features or loss are not finite "
                             f"(batch {bad + 1}, loss {values[-1]:.4g})"), {}
         if self.group_ is not None:  # every rank's rows
-            torch.distributed.all_reduce(violations)
+            self.group_.sum_(violations)
         shares = violation_shares(violations.cpu())
         if self.ddp_ is not None:
             self.group_.sync_buffers(self.network_)
