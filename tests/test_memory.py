@@ -34,6 +34,26 @@ def test_cpu_peak_counts_the_torch_allocations_of_the_block():
     del d
 
 
+def test_a_free_of_memory_a_profiler_saw_before_the_block_is_not_counted():
+    # A tensor allocated under an earlier profiler (an earlier measured fit in the same process)
+    # and freed inside the block: the profiler knows its size, but it is not the block's memory.
+    with memory.peak("cpu"):
+        earlier = torch.empty(65536)  # 262,144 bytes
+    with memory.peak("cpu") as probe:
+        del earlier
+        d = torch.empty(100, 1000)
+    assert probe.bytes == 400_000
+    del d
+
+
+def test_block_events_keep_the_blocks_allocations_and_their_frees():
+    records = [(5, 0xA, -300),  # a free of an address allocated before the block: dropped
+               (1, 0xB, 100), (2, 0xB, -100), (3, 0xB, 50),  # an address freed and allocated again
+               (4, 0xC, 70), (6, 0xB, -50)]
+    assert memory.block_events(records) == [(1, 100), (2, -100), (3, 50), (4, 70), (6, -50)]
+    assert memory.peak_from_events(memory.block_events(records)) == 120
+
+
 def test_bad_device_is_refused():
     with pytest.raises(ValueError, match="cpu or cuda"):
         with memory.peak("meta"):

@@ -7,8 +7,10 @@
   (-bytes) torch makes inside the block, in time order, and the running sum's
   maximum. It counts torch allocations only: the compiled kernels' small
   internal scratch and numpy temporaries are not seen; nor are frees of memory
-  allocated before the block (the profiler does not know their size), so on
-  CPU it is the peak of the block's own allocations. Starting the profiler
+  allocated before the block (only frees of addresses the block allocated
+  count: a tensor allocated under an earlier profiler and freed inside the
+  block would otherwise lower the peak by its size), so on CPU it is the peak
+  of the block's own allocations. Starting the profiler
   costs about a second once per process, so measure once per run, not per epoch.
 
     with memory.peak(device) as probe:
@@ -32,6 +34,22 @@ import torch
 class PeakMemory:
     bytes: int = 0
     method: str = ""  # how it was measured (recorded with the number)
+
+
+def block_events(allocations) -> list[tuple[int, int]]:
+    """The (time_ns, nbytes) pairs of the block's own memory: from (time_ns, address,
+    nbytes) records (nbytes < 0 for a free) the allocations, and the frees of the
+    addresses allocated in the block, in time order."""
+    live, kept = set(), []
+    for time_ns, address, nbytes in sorted(allocations, key=lambda a: a[0]):
+        if nbytes > 0:
+            live.add(address)
+        elif address in live:
+            live.discard(address)
+        else:
+            continue  # memory allocated before the block
+        kept.append((time_ns, nbytes))
+    return kept
 
 
 def peak_from_events(events) -> int:
@@ -59,6 +77,20 @@ def _native_stderr_silenced():
         os.close(saved)
 
 
+def _allocations(events) -> list[tuple[int, int, int]]:
+    """(time_ns, address, nbytes) of every CPU allocation and free in a profiler's event tree
+    (its flat event list carries no addresses, which ``block_events`` needs)."""
+    allocation = torch._C._profiler._EventType.Allocation
+    found, stack = [], list(events)
+    while stack:
+        event = stack.pop()
+        stack.extend(event.children)
+        if event.tag == allocation and event.extra_fields.device.type == "cpu":
+            fields = event.extra_fields
+            found.append((event.start_time_ns, fields.ptr, fields.alloc_size))
+    return found
+
+
 @contextmanager
 def _cpu_peak(probe: PeakMemory):
     from torch.profiler import ProfilerActivity, profile
@@ -71,8 +103,7 @@ def _cpu_peak(probe: PeakMemory):
     finally:
         with _native_stderr_silenced():
             prof.stop()
-    events = [(e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-    probe.bytes = peak_from_events(events)
+    probe.bytes = peak_from_events(block_events(_allocations(prof.profiler.kineto_results.experimental_event_tree())))
     probe.method = "torch profiler memory events (CPU, torch allocations)"
 
 
