@@ -1,0 +1,95 @@
+"""Where a labelled task's AUROC is lost: in the boundary DLM-SVDD fits, or in the network's features.
+
+For each class of the paper's labelled protocol (``paper_protocol``'s tasks), DLM-SVDD is fitted at its
+defaults; then, on its final network's features of the training and validation rows (eval mode, no
+augmentation), validation AUROC of:
+
+* the model's own score (its boundary);
+* the boundary re-solved on the same features and labels at the bandwidth times each of
+  ``--gamma-multiples`` (the model's bandwidth is estimated once from the starting features);
+* a logistic regression on the standardised features (scikit-learn, C = 1 and 0.01): a linear read-out
+  of the same features, as the supervised classifier peer makes of its own;
+* the mean distance to the 5 nearest training normals in feature space.
+
+Validation only: the test split is not read. One JSON line a class. A boundary far below the linear
+read-out on the same features says the features hold what the score does not use; the two close
+together, the representation is what is short.
+``python tests/benchmarks/feature_probe.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.preprocessing import StandardScaler
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paper_protocol import config_for, load_source  # noqa: E402
+
+from dlmsvdd import DLMSVDD, tasks  # noqa: E402
+
+K_NEIGHBOURS = 5
+
+
+def refit_boundary(model: DLMSVDD, feats: torch.Tensor, targets, gamma_multiple: float):
+    """The model's boundary solved afresh on these features and labels at its bandwidth times ``gamma_multiple``."""
+    boundary = clone(model.svdd_).set_params(gamma=float(model.svdd_.gamma_) * gamma_multiple, warm_start=False)
+    return boundary.fit(feats, targets)
+
+
+def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
+    """Validation AUROC of the model's score and of the other read-outs of its final features."""
+    train_feats, train_t = model._features(task.train)
+    val_feats, val_t = model._features(task.val)
+    train_feats, val_feats = train_feats.double().cpu(), val_feats.double().cpu()
+    anomalous = (val_t < 0).astype(int)  # higher score: more anomalous
+    row = {"model": roc_auc_score(anomalous, model.scores(task.val)[0]), "gamma": float(model.svdd_.gamma_)}
+    for k in gamma_multiples:
+        boundary = refit_boundary(model, train_feats, train_t, k)
+        row[f"boundary_gamma_x{k:g}"] = roc_auc_score(anomalous, np.asarray(boundary.dissimilarity(val_feats)))
+    scaler = StandardScaler().fit(train_feats.numpy())
+    for c in (1.0, 0.01):
+        read_out = LogisticRegression(C=c, max_iter=5000).fit(scaler.transform(train_feats.numpy()), train_t < 0)
+        row[f"logistic_C{c:g}"] = roc_auc_score(anomalous, read_out.decision_function(scaler.transform(val_feats.numpy())))
+    distances = torch.cdist(val_feats, train_feats[torch.as_tensor(train_t > 0)])
+    row["knn_normals"] = roc_auc_score(anomalous, distances.topk(K_NEIGHBOURS, largest=False).values.mean(1).numpy())
+    return row
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default="cifar10", help="cifar10, fashion_mnist or digits")
+    parser.add_argument("--root", default=None, help="where the fetch script wrote the images")
+    parser.add_argument("--ratio", type=float, default=0.1, help="labelled anomalies per normal row")
+    parser.add_argument("--classes", type=int, nargs="+", default=list(range(10)))
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gamma-multiples", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 4, 8])
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--output", type=Path, required=True, help="a JSON line a class is appended here")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    source = load_source(args.data, args.root)
+    for cls in args.classes:
+        task = tasks.make_task(source, cls, ratio=args.ratio, seed=args.seed)
+        start = time.perf_counter()
+        model = DLMSVDD(config_for(source, cls, args.seed, {}, ratio=args.ratio)).fit(task.train, task.val)
+        row = {"data": args.data, "class": cls, "ratio": args.ratio, "seed": args.seed,
+               "fit_seconds": time.perf_counter() - start, "kept_epoch": model.best_epoch_,
+               **probe(model, task, args.gamma_multiples)}
+        with args.output.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
