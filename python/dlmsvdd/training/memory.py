@@ -79,7 +79,8 @@ def _native_stderr_silenced():
 
 def _allocations(events) -> list[tuple[int, int, int]]:
     """(time_ns, address, nbytes) of every CPU allocation and free in a profiler's event tree
-    (its flat event list carries no addresses, which ``block_events`` needs)."""
+    (its flat event list carries no addresses, which ``block_events`` needs; torch's own memory
+    profiler, torch.profiler._memory_profiler, reads allocations from the same tree)."""
     allocation = torch._C._profiler._EventType.Allocation
     found, stack = [], list(events)
     while stack:
