@@ -11,6 +11,11 @@ augmentation), validation AUROC of:
   of the same features, as the supervised classifier peer makes of its own;
 * the mean distance to the 5 nearest training normals in feature space.
 
+With ``--peer classifier`` (or ``deep_sad``) the peer of ``image_peers`` is trained on the same task as
+``paper_protocol`` trains it, and DLM-SVDD's boundary (its ``nu``, slack penalties and kernel, the
+bandwidth estimated afresh by its median rule) is solved on the peer's trained features: the
+boundary on the other network's features, beside that network's own score.
+
 Validation only: the test split is not read. One JSON line a class. A boundary far below the linear
 read-out on the same features says the features hold what the score does not use; the two close
 together, the representation is what is short.
@@ -33,6 +38,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from image_peers import outputs, train_peer  # noqa: E402
 from paper_protocol import config_for, load_source  # noqa: E402
 
 from dlmsvdd import DLMSVDD, tasks  # noqa: E402
@@ -65,6 +71,18 @@ def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
     return row
 
 
+def probe_peer(model: DLMSVDD, task, config, kind: str) -> dict:
+    """Validation AUROC of a peer's own score and of DLM-SVDD's boundary on the peer's trained features."""
+    net, _, record = train_peer(kind, task, config, model.device)
+    backbone = net[0]  # the features its head reads
+    train_feats, train_t = outputs(backbone, task.train, config.batch_size, model.device)
+    val_feats, val_t = outputs(backbone, task.val, config.batch_size, model.device)
+    train_feats, val_feats = train_feats.double().cpu(), val_feats.double().cpu()
+    boundary = clone(model.svdd_).set_params(gamma="median", warm_start=False).fit(train_feats, train_t)
+    on_peer = roc_auc_score((val_t < 0).astype(int), np.asarray(boundary.dissimilarity(val_feats)))
+    return {kind: record["val_auroc"], f"{kind}_seconds": record["seconds"], f"boundary_on_{kind}_features": on_peer}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default="cifar10", help="cifar10, fashion_mnist or digits")
@@ -73,6 +91,8 @@ def main(argv=None) -> None:
     parser.add_argument("--classes", type=int, nargs="+", default=list(range(10)))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gamma-multiples", type=float, nargs="+", default=[0.25, 0.5, 1, 2, 4, 8])
+    parser.add_argument("--peer", choices=["classifier", "deep_sad"], default=None,
+                        help="also train this peer and solve DLM-SVDD's boundary on its features")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--output", type=Path, required=True, help="a JSON line a class is appended here")
     args = parser.parse_args(argv)
@@ -82,10 +102,13 @@ def main(argv=None) -> None:
     for cls in args.classes:
         task = tasks.make_task(source, cls, ratio=args.ratio, seed=args.seed)
         start = time.perf_counter()
-        model = DLMSVDD(config_for(source, cls, args.seed, {}, ratio=args.ratio)).fit(task.train, task.val)
+        config = config_for(source, cls, args.seed, {}, ratio=args.ratio)
+        model = DLMSVDD(config).fit(task.train, task.val)
         row = {"data": args.data, "class": cls, "ratio": args.ratio, "seed": args.seed,
                "fit_seconds": time.perf_counter() - start, "kept_epoch": model.best_epoch_,
                **probe(model, task, args.gamma_multiples)}
+        if args.peer:
+            row.update(probe_peer(model, task, config, args.peer))
         with args.output.open("a") as f:
             f.write(json.dumps(row) + "\n")
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)

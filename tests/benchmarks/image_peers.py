@@ -40,7 +40,7 @@ def _inputs(loader, device):
         yield x.to(device), t.to(device)
 
 
-def _outputs(net: nn.Module, data, batch_size: int, device) -> tuple[torch.Tensor, np.ndarray]:
+def outputs(net: nn.Module, data, batch_size: int, device) -> tuple[torch.Tensor, np.ndarray]:
     """The network's outputs on every row of ``data`` (eval mode) and the targets."""
     net.eval()
     outs, targets = [], []
@@ -60,7 +60,7 @@ class DeepSAD:
         return nn.Identity()
 
     def start(self, net: nn.Module, train, batch_size: int, device) -> None:
-        z, t = _outputs(net, train, batch_size, device)
+        z, t = outputs(net, train, batch_size, device)
         c = z[torch.as_tensor(t) > 0].mean(0)
         small = c.abs() < CENTRE_MIN
         self.centre = torch.where(small & (c < 0), -CENTRE_MIN, torch.where(small, CENTRE_MIN, c))
@@ -100,6 +100,16 @@ PEERS = {"deep_sad": DeepSAD, "classifier": Classifier}
 def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     """Train a peer on a task's training set, the epoch kept by validation AUROC; its test scores.
 
+    ``train_peer``'s parameters; returns its record with ``test_scores`` (higher = more anomalous).
+    """
+    net, peer, record = train_peer(kind, task, config, device)
+    out, _ = outputs(net, task.test, config.batch_size, device)
+    return {"test_scores": peer.score(out).cpu().numpy(), **record}
+
+
+def train_peer(kind: str, task, config: TrainConfig, device="cpu") -> tuple[nn.Module, object, dict]:
+    """Train a peer on a task's training set; the weights of the epoch kept by validation AUROC.
+
     Parameters
     ----------
     kind : str
@@ -115,9 +125,13 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
 
     Returns
     -------
-    dict
-        ``test_scores`` (higher = more anomalous), ``val_auroc``, ``val_curve`` (each epoch's validation
-        AUROC), ``kept_epoch``, ``epochs``, ``seconds``.
+    net : torch.nn.Module
+        The trained network, ``nn.Sequential(backbone, head)``, at the kept epoch's weights.
+    peer : DeepSAD or Classifier
+        Its objective (``peer.score`` of the network's outputs: higher = more anomalous).
+    record : dict
+        ``val_auroc``, ``val_curve`` (each epoch's validation AUROC), ``kept_epoch``, ``epochs``,
+        ``seconds``.
     """
     peer = PEERS[kind]()
     # DLM-SVDD's epochs on this training set and device
@@ -138,7 +152,7 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):
         with judged_on(average, net):
-            out, t_val = _outputs(net, task.val, size, device)
+            out, t_val = outputs(net, task.val, size, device)
             row = {"val_auroc": metrics.auroc(t_val, peer.score(out).cpu().numpy()),
                    "val_n_anomalous": int((t_val < 0).sum())}
             kept = selection.offer(kept, epoch, row, "auroc", params["selection_rule"],
@@ -162,7 +176,6 @@ def fit_peer(kind: str, task, config: TrainConfig, device="cpu") -> dict:
                 average.update(net, len(loader))
     net.load_state_dict(kept[2])
     seconds = time.perf_counter() - start_time
-    out, _ = _outputs(net, task.test, size, device)
-    out_val, t_val = _outputs(net, task.val, size, device)
-    return {"test_scores": peer.score(out).cpu().numpy(), "val_auroc": metrics.auroc(t_val, peer.score(out_val).cpu().numpy()),
-            "val_curve": curve, "kept_epoch": kept[1], "epochs": params["epochs"], "seconds": seconds}
+    out_val, t_val = outputs(net, task.val, size, device)
+    return net, peer, {"val_auroc": metrics.auroc(t_val, peer.score(out_val).cpu().numpy()), "val_curve": curve,
+                       "kept_epoch": kept[1], "epochs": params["epochs"], "seconds": seconds}
