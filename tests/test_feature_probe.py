@@ -16,9 +16,11 @@ def test_the_boundary_resolved_at_the_models_bandwidth_scores_as_the_model_does(
     val_feats, _ = model._features(task.val)
     train_feats, val_feats = train_feats.double(), val_feats.double()
     expected = np.asarray(model.svdd_.dissimilarity(val_feats))
-    same = np.asarray(feature_probe.refit_boundary(model, train_feats, train_t, 1.0).dissimilarity(val_feats))
+    gamma = float(model.svdd_.gamma_)
+    same = np.asarray(feature_probe.refit_boundary(model, train_feats, train_t, gamma).dissimilarity(val_feats))
     np.testing.assert_allclose(same, expected, rtol=1e-3, atol=1e-3 * np.abs(expected).max())
-    narrower = np.asarray(feature_probe.refit_boundary(model, train_feats, train_t, 4.0).dissimilarity(val_feats))
+    narrower = feature_probe.refit_boundary(model, train_feats, train_t, 4.0 * gamma)
+    narrower = np.asarray(narrower.dissimilarity(val_feats))
     assert not np.allclose(narrower, expected, rtol=1e-3)  # the multiple reaches the kernel
 
     row = feature_probe.probe(model, task, [1, 4])

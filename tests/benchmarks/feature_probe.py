@@ -46,10 +46,15 @@ from dlmsvdd import DLMSVDD, tasks  # noqa: E402
 K_NEIGHBOURS = 5
 
 
-def refit_boundary(model: DLMSVDD, feats: torch.Tensor, targets, gamma_multiple: float):
-    """The model's boundary solved afresh on these features and labels at its bandwidth times ``gamma_multiple``."""
-    boundary = clone(model.svdd_).set_params(gamma=float(model.svdd_.gamma_) * gamma_multiple, warm_start=False)
-    return boundary.fit(feats, targets)
+def refit_boundary(model: DLMSVDD, feats: torch.Tensor, targets, gamma):
+    """The model's boundary (its nu, slack penalties and kernel) solved afresh on these features and
+    labels at bandwidth ``gamma`` (a number, or "median": estimated on them by the median rule)."""
+    return clone(model.svdd_).set_params(gamma=gamma, warm_start=False).fit(feats, targets)
+
+
+def boundary_auroc(boundary, val_feats: torch.Tensor, val_t) -> float:
+    """Validation AUROC of a boundary's dissimilarity (anomalies the positive class)."""
+    return roc_auc_score(val_t < 0, np.asarray(boundary.dissimilarity(val_feats)))
 
 
 def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
@@ -60,12 +65,13 @@ def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
     anomalous = (val_t < 0).astype(int)  # higher score: more anomalous
     row = {"model": roc_auc_score(anomalous, model.scores(task.val)[0]), "gamma": float(model.svdd_.gamma_)}
     for k in gamma_multiples:
-        boundary = refit_boundary(model, train_feats, train_t, k)
-        row[f"boundary_gamma_x{k:g}"] = roc_auc_score(anomalous, np.asarray(boundary.dissimilarity(val_feats)))
+        boundary = refit_boundary(model, train_feats, train_t, row["gamma"] * k)
+        row[f"boundary_gamma_x{k:g}"] = boundary_auroc(boundary, val_feats, val_t)
     scaler = StandardScaler().fit(train_feats.numpy())
+    train_x, val_x = scaler.transform(train_feats.numpy()), scaler.transform(val_feats.numpy())
     for c in (1.0, 0.01):
-        read_out = LogisticRegression(C=c, max_iter=5000).fit(scaler.transform(train_feats.numpy()), train_t < 0)
-        row[f"logistic_C{c:g}"] = roc_auc_score(anomalous, read_out.decision_function(scaler.transform(val_feats.numpy())))
+        read_out = LogisticRegression(C=c, max_iter=5000).fit(train_x, train_t < 0)
+        row[f"logistic_C{c:g}"] = roc_auc_score(anomalous, read_out.decision_function(val_x))
     distances = torch.cdist(val_feats, train_feats[torch.as_tensor(train_t > 0)])
     row["knn_normals"] = roc_auc_score(anomalous, distances.topk(K_NEIGHBOURS, largest=False).values.mean(1).numpy())
     return row
@@ -78,8 +84,7 @@ def probe_peer(model: DLMSVDD, task, config, kind: str) -> dict:
     train_feats, train_t = outputs(backbone, task.train, config.batch_size, model.device)
     val_feats, val_t = outputs(backbone, task.val, config.batch_size, model.device)
     train_feats, val_feats = train_feats.double().cpu(), val_feats.double().cpu()
-    boundary = clone(model.svdd_).set_params(gamma="median", warm_start=False).fit(train_feats, train_t)
-    on_peer = roc_auc_score((val_t < 0).astype(int), np.asarray(boundary.dissimilarity(val_feats)))
+    on_peer = boundary_auroc(refit_boundary(model, train_feats, train_t, "median"), val_feats, val_t)
     return {kind: record["val_auroc"], f"{kind}_seconds": record["seconds"], f"boundary_on_{kind}_features": on_peer}
 
 

@@ -344,8 +344,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         """Step 4: the batch losses, what broke if a batch's features or loss were not finite
         (the fit then stops, keeping the best epoch before it), and the shares of the epoch's rows
         that violated their margins (``margin_loss.violation_shares``; empty when it broke).
-        ``average``, if any, follows every step. The check does not wait for the device (``divergence.FiniteChecks``): on a GPU a
-        non-finite batch is found a few batches later, and the batches after it are not reported."""
+        ``average``, if any, follows every step. The check does not wait for the device
+        (``divergence.FiniteChecks``): on a GPU a non-finite batch is found a few batches later,
+        and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
         network = self.ddp_ or self.network_  # DDP averages the gradients over the ranks
         network.train()
