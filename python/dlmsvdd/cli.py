@@ -127,8 +127,8 @@ TRAIN_FLAGS = {
                      "on images on the CPU, 0 otherwise)",
     "--recipe": "auto, paper (lr 1e-4, best epoch) or scratch (BatchNorm statistics first, "
                 "lr 1e-3, latest epoch, 4 CNN branches); auto: scratch for a built-in backbone without weights",
-    "--pretrain": "step 0 before the first epoch: none, batchnorm or autoencoder (default: the recipe's)",
-    "--pretrain-steps": "autoencoder steps",
+    "--pretrain": "step 0 before the first epoch: none, batchnorm, autoencoder or deep_sad (default: the recipe's)",
+    "--pretrain-steps": "autoencoder or Deep SAD steps",
     "--lr": "Adam learning rate (default: the recipe's)",
     "--lr-schedule": "the learning rate over the epochs: constant, or cosine (half a cosine from --lr towards 0 "
                      "at the last epoch) (default: the recipe's)",

@@ -27,13 +27,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from dlmsvdd import TrainConfig, metrics
-from dlmsvdd.training import batches, lr_schedule, pretrain, selection
+from dlmsvdd.training import batches, deep_sad, lr_schedule, pretrain, selection
 from dlmsvdd.training.config import ema_half_life, omega_lr
 from dlmsvdd.training.models import build_backbone
 from dlmsvdd.training.weight_average import WeightAverage, judged_on
-
-DEEP_SAD_ETA, DEEP_SAD_EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
-
 
 def _inputs(loader, device):
     for x, t in loader:
@@ -52,7 +49,7 @@ def outputs(net: nn.Module, data, batch_size: int, device) -> tuple[torch.Tensor
 
 
 class DeepSAD:
-    """Deep SAD's objective on a backbone's features."""
+    """Deep SAD's objective (``dlmsvdd.training.deep_sad``) on a backbone's features."""
 
     name = "Deep SAD (same CNN)"
 
@@ -61,16 +58,13 @@ class DeepSAD:
 
     def start(self, net: nn.Module, train, batch_size: int, device) -> None:
         z, t = outputs(net, train, batch_size, device)
-        c = z[torch.as_tensor(t) > 0].mean(0)
-        small = c.abs() < CENTRE_MIN
-        self.centre = torch.where(small & (c < 0), -CENTRE_MIN, torch.where(small, CENTRE_MIN, c))
+        self.centre = deep_sad.centre(z, t)
 
     def score(self, out: torch.Tensor) -> torch.Tensor:
-        return (out - self.centre).square().sum(1)
+        return deep_sad.distance(out, self.centre)
 
     def loss(self, out: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        d = self.score(out)
-        return torch.where(t > 0, d, DEEP_SAD_ETA / (d + DEEP_SAD_EPS)).mean()
+        return deep_sad.loss(out, t, self.centre)
 
 
 class Classifier:

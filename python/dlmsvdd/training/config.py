@@ -176,8 +176,9 @@ SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRAN
 MLP_FIELDS = {"mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS}  # the MLP's, likewise
 SHAPE_FIELDS = {"small_cnn": SMALL_CNN_FIELDS, "mlp": MLP_FIELDS}  # built-in backbone -> the fields that shape it
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
-# autoencoder, then the statistics (training.pretrain)
-PRETRAINS = ("none", "batchnorm", "autoencoder")
+# autoencoder, then the statistics; "deep_sad": pretrain_steps of Deep SAD's training (training.deep_sad),
+# then the statistics (training.pretrain)
+PRETRAINS = ("none", "batchnorm", "autoencoder", "deep_sad")
 # The small CNN is the small alternative to the ResNets: at most as many parameters as ResNet-50
 # without its classifier (the largest backbone here, the paper's), which the default (32 wide, 4
 # branches: 373,888) is far below. Without a bound, --cnn-branches 100000 started allocating 37 GB.
@@ -271,10 +272,13 @@ class TrainConfig:
         ``selection_rule`` and the network's shape fields left at None.
     pretrain : str or None
         Step 0 before the first epoch: "none", "batchnorm" (the BatchNorm
-        statistics from the training images) or "autoencoder" (then the
-        statistics). None: the recipe's.
+        statistics from the training images), "autoencoder" (then the
+        statistics) or "deep_sad" (the network trained for Deep SAD's
+        distance to a centre, ``dlmsvdd.training.deep_sad``, at the
+        omega-steps' learning rate; then the statistics). None: the recipe's.
     pretrain_steps : int
-        The autoencoder's steps (``pretrain="autoencoder"``).
+        The autoencoder's or Deep SAD's steps (``pretrain="autoencoder"`` or
+        ``"deep_sad"``).
     kernel : str
         The kernel, as ``LpSVDD``'s ``kernel``: "auto" (default; the exact kernel
         on up to ``dlmsvdd_ext.kernel_choice.EXACT_MAX_ROWS`` = 10,000 rows,

@@ -1,7 +1,9 @@
 """Step 0 for a backbone that starts from random weights, on the task's own
 training images: the BatchNorm statistics the features are computed with, and
-optionally an autoencoder before them (as Deep SAD pretrains its network: phi(x)
-with a linear decoder learns to reconstruct x; the decoder is then dropped).
+optionally before them an autoencoder (as Deep SAD pretrains its network: phi(x)
+with a linear decoder learns to reconstruct x; the decoder is then dropped) or
+Deep SAD's own training (``deep_sad``: the network trained for Deep SAD's
+distance to a centre, normals pulled in, labelled anomalies pushed out).
 
 Why the statistics: the features pass runs in eval mode, where BatchNorm
 normalises with its running statistics. A network from scratch still holds their
@@ -16,10 +18,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
+
+from . import deep_sad as deep_sad_objective
 
 # The reconstruction target is the image average-pooled to at most this many pixels a side:
 # the coarse shape is what phi must keep, and the decoder stays small for large images.
@@ -81,6 +86,43 @@ def autoencoder(network: nn.Module, loader: DataLoader, steps: int, lr: float, w
         loss = F.mse_loss(decoder(phi), target(x))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _outputs(network: nn.Module, loader: DataLoader, device) -> tuple[torch.Tensor, np.ndarray]:
+    """The network's eval-mode outputs on every row of the loader, and the targets."""
+    network.eval()
+    outs, targets = [], []
+    with torch.no_grad():
+        for x, t in loader:
+            outs.append(network(x.to(device)))
+            targets.append(np.asarray(t))
+    return torch.cat(outs), np.concatenate(targets)
+
+
+def deep_sad(network: nn.Module, loader: DataLoader, rows: DataLoader, steps: int, lr: float,
+             weight_decay: float = 0.0, grad_clip: float | None = None,
+             device: torch.device | str = "cpu") -> list[float]:
+    """Deep SAD's training of ``network`` (``dlmsvdd.training.deep_sad``): the centre from its
+    eval-mode outputs on the normals of ``rows`` (the training rows in order, without
+    augmentation), then ``steps`` Adam steps of the loss, cycling over the loader's
+    (image, target) batches, the network in train mode, the gradient's norm clipped to
+    ``grad_clip`` (None: not clipped); the loss of each step."""
+    losses = []
+    if steps == 0 or len(loader) == 0:
+        return losses
+    outputs, targets = _outputs(network, rows, device)
+    c = deep_sad_objective.centre(outputs, targets)
+    optimizer = torch.optim.Adam(network.parameters(), lr=lr, weight_decay=weight_decay)
+    network.train()
+    for x, t in itertools.islice(_batches(loader), steps):
+        loss = deep_sad_objective.loss(network(x.to(device)), t.to(device), c)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            nn.utils.clip_grad_norm_(network.parameters(), grad_clip)
         optimizer.step()
         losses.append(float(loss.detach()))
     return losses

@@ -311,19 +311,29 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
 
     def _pretrain(self, train: Dataset, kind: str) -> list[float]:
         """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
-        autoencoder on the augmented training images if asked for, then the
-        BatchNorm statistics on the training images as the features pass sees them.
+        autoencoder or Deep SAD's training on the augmented training images if asked for,
+        then the BatchNorm statistics on the training images as the features pass sees them.
         Every process runs it on all of them (DDP then starts all from rank 0's weights)."""
-        losses = []
-        if kind == "autoencoder":
-            cfg = self.config
+        cfg, losses = self.config, []
+        if kind in ("autoencoder", "deep_sad"):
             loader = self._loader(self._augmented(train), shuffle=True, seed=cfg.seed)
+        if kind == "autoencoder":
             losses = pretrain.autoencoder(self.network_, loader,
                                           cfg.pretrain_steps, self.training_params_["lr"], cfg.weight_decay,
                                           self.device)
-            if losses:
-                log.info("autoencoder: %d steps, loss %.4g -> %.4g", len(losses), losses[0], losses[-1])
-        if kind in ("batchnorm", "autoencoder"):
+        elif kind == "deep_sad":
+            rows = self._loader(train, shuffle=False)
+            # the centre from the data's statistics, as Deep SAD's network computes it after its own pretraining
+            pretrain.calibrate_batchnorm(self.network_, rows, self.device)
+            targets = self_labels.targets_of(train)
+            # the rate the omega-steps will take (with labelled anomalies the recipe's labelled_lr)
+            lr = omega_lr(self.training_params_, cfg.lr is not None, targets is not None and bool((targets < 0).any()))
+            # the backbone's own outputs, as the Deep SAD peer trains them; phi normalises them after
+            losses = pretrain.deep_sad(self.network_.backbone, loader, rows, cfg.pretrain_steps, lr,
+                                       cfg.weight_decay, cfg.grad_clip, self.device)
+        if losses:
+            log.info("%s: %d steps, loss %.4g -> %.4g", kind, len(losses), losses[0], losses[-1])
+        if kind != "none":
             pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
         return losses
 
