@@ -1,5 +1,6 @@
 """Step 0 for a backbone from scratch (issue 16): the BatchNorm statistics on the
-training images, the autoencoder, and the recipes that choose them."""
+training images, the autoencoder, Deep SAD's training (issue 50), and the recipes
+that choose them."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from dlmsvdd import datasets, tasks
-from dlmsvdd.training import pretrain
+from dlmsvdd.training import deep_sad, pretrain
 from dlmsvdd.training.config import BUDGET_ROWS, ONE_BRANCH_WORK, TrainConfig, epochs_for
 from dlmsvdd.training.models import FeatureNet, SmallCNN
 from dlmsvdd.training.trainer import DLMSVDD
@@ -72,6 +73,64 @@ def test_reconstruction_target_pools_large_images():
     x = torch.arange(2 * 3 * 32 * 32, dtype=torch.float32).reshape(2, 3, 32, 32)
     expected = x.numpy().reshape(2, 3, 16, 2, 16, 2).mean(axis=(3, 5)).reshape(2, -1)
     np.testing.assert_allclose(pretrain.target(x).numpy(), expected, rtol=1e-6)
+
+
+def _deep_sad_loss_reference(w: np.ndarray, x: np.ndarray, t: np.ndarray, c: np.ndarray) -> float:
+    """Deep SAD's loss of a linear network x @ w.T, in float64 from its paper: the mean over rows of
+    d = ||phi(x) - c||^2 for normals, 1 / (d + 1e-6) for labelled anomalies."""
+    d = ((x @ w.T - c) ** 2).sum(1)
+    return float(np.where(t > 0, d, 1.0 / (d + 1e-6)).mean())
+
+
+def test_deep_sad_step_0_takes_adams_steps_on_its_loss_around_the_normals_centre():
+    """The centre is the initial normals' mean output (coordinates within 0.1 of 0 pushed out), and
+    one step is Adam's first step on the paper's loss: each weight moves by lr * g / (|g| + eps),
+    g the gradient, here taken by central differences of the float64 reference."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 3))
+    t = np.array([1] * 9 + [-1] * 3)
+    net = nn.Linear(3, 2, bias=False).double()
+    w0 = net.weight.detach().numpy().copy()
+    c = (x[t > 0] @ w0.T).mean(0)
+    c = np.where(np.abs(c) < 0.1, np.where(c < 0, -0.1, 0.1), c)
+    rows = DataLoader(TensorDataset(torch.as_tensor(x), torch.as_tensor(t)), batch_size=5)
+    batch = DataLoader(TensorDataset(torch.as_tensor(x), torch.as_tensor(t)), batch_size=12)
+    losses = pretrain.deep_sad(net, batch, rows, steps=1, lr=0.01)
+    assert losses == pytest.approx([_deep_sad_loss_reference(w0, x, t, c)], rel=1e-9)
+    h, g = 1e-6, np.zeros_like(w0)
+    for i in np.ndindex(*w0.shape):
+        step = np.zeros_like(w0)
+        step[i] = h
+        g[i] = (_deep_sad_loss_reference(w0 + step, x, t, c) - _deep_sad_loss_reference(w0 - step, x, t, c)) / (2 * h)
+    np.testing.assert_allclose(net.weight.detach().numpy(), w0 - 0.01 * g / (np.abs(g) + 1e-8), rtol=0, atol=1e-7)
+
+
+def test_deep_sad_step_0_pulls_normals_in_apart_from_the_anomalies(task):
+    x, t = _images(task.train), torch.as_tensor(task.train.targets)
+    torch.manual_seed(0)
+    net = SmallCNN(1)
+    rows = DataLoader(TensorDataset(x, t), batch_size=256)
+    pretrain.calibrate_batchnorm(net, rows)
+    with torch.no_grad():
+        net.eval()
+        before = net(x)
+    c = deep_sad.centre(before, t.numpy())
+    loader = DataLoader(TensorDataset(x, t), batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+    losses = pretrain.deep_sad(net, loader, rows, steps=40, lr=2e-3, grad_clip=1.0)
+    assert len(losses) == 40
+    with torch.no_grad():
+        net.eval()
+        after = net(x)
+    d0, d1 = deep_sad.distance(before, c), deep_sad.distance(after, c)
+    normal = t > 0
+    assert d1[normal].mean() < 0.5 * d0[normal].mean()
+    # the anomalies stay out: their distance against the normals' grows
+    assert d1[~normal].mean() / d1[normal].mean() > 2 * d0[~normal].mean() / d0[normal].mean()
+
+
+def test_deep_sads_centre_needs_normal_rows():
+    with pytest.raises(ValueError, match="needs normal training rows"):
+        deep_sad.centre(torch.zeros(3, 2), np.array([-1, -1, -1]))
 
 
 IMAGE_SCHEDULE = "constant"  # the scratch recipe's on images (docs/user-guide/detector.md, Recipes)
@@ -165,6 +224,34 @@ def test_the_autoencoder_runs_its_steps_and_the_paper_recipe_no_step_0(task):
     assert paper.pretrain_losses_ == []
     bn = paper.network_.backbone.layers[1]  # the paper's path as before: BatchNorm untouched
     assert torch.equal(bn.running_mean, torch.zeros_like(bn.running_mean)) and int(bn.num_batches_tracked) == 0
+
+
+def test_the_deep_sad_step_0_trains_the_backbone_at_the_omega_rate_then_takes_the_statistics(task, monkeypatch):
+    """pretrain="deep_sad": its steps on the backbone's own outputs (phi normalises them after), at the
+    rate the omega-steps take (with labelled anomalies the recipe's labelled_lr), then the BatchNorm
+    statistics of the trained network."""
+    calls = []
+
+    def spy(network, loader, rows, steps, lr, *args):
+        calls.append((network, steps, lr))
+        return real(network, loader, rows, steps, lr, *args)
+
+    real = pretrain.deep_sad
+    monkeypatch.setattr(pretrain, "deep_sad", spy)
+    model = _fit(task, pretrain="deep_sad", pretrain_steps=5)
+    assert len(model.pretrain_losses_) == 5 and np.isfinite(model.pretrain_losses_).all()
+    assert calls == [(model.network_.backbone, 5, model.training_params_["labelled_lr"])]
+    mean, _ = _first_bn_reference(model.network_.backbone, _images(task.train))
+    np.testing.assert_allclose(model.network_.backbone.layers[1].running_mean.double().cpu(), mean, rtol=1e-4,
+                               atol=1e-6)
+    start = _fit(task).network_.backbone  # the batchnorm step 0 of the same seed: the network before its steps
+    assert not torch.equal(start.layers[0].weight, model.network_.backbone.layers[0].weight)
+    one_class = torch.utils.data.Subset(task.train, np.flatnonzero(task.train.targets > 0))
+    one_class.targets = task.train.targets[one_class.indices]
+    calls.clear()
+    DLMSVDD(TrainConfig(backbone="small_cnn", weights=None, epochs=0, verbose=0, pretrain="deep_sad",
+                        pretrain_steps=2)).fit(one_class)
+    assert calls[0][2] == model.training_params_["lr"]  # without labels: Deep SVDD's training at the recipe's lr
 
 
 def test_pretrain_none_given_is_kept(task):
