@@ -162,6 +162,36 @@ def test_a_checkpoint_written_by_another_configuration_is_refused(tmp_path):
         DLMSVDD.load(path)
 
 
+def test_a_resumed_fit_does_not_repeat_step_0(tmp_path, monkeypatch):
+    """The state a fit resumes from holds the network after step 0; running step 0 again (an
+    autoencoder or Deep SAD's training: minutes on a large set) was thrown away."""
+    from dlmsvdd import TrainConfig, datasets, tasks
+    from dlmsvdd.training import pretrain
+    from dlmsvdd.training.trainer import DLMSVDD
+
+    task = tasks.make_task(datasets.digits(), normal_class=2, ratio=0.2, seed=0)
+    cfg = TrainConfig(backbone="small_cnn", weights=None, epochs=2, lr=1e-3, batch_size=64, verbose=0,
+                      pretrain="autoencoder", pretrain_steps=3)
+    whole = DLMSVDD(cfg).fit(task.train, task.val)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_epoch_1(row):
+        if row["epoch"] == 1:
+            raise Stop
+
+    path = tmp_path / "checkpoint.pt"
+    with pytest.raises(Stop):
+        DLMSVDD(cfg).fit(task.train, task.val, checkpoint=path, callback=stop_at_epoch_1)
+    steps = []
+    real = pretrain.autoencoder
+    monkeypatch.setattr(pretrain, "autoencoder", lambda *a: steps.append(a[2]) or real(*a))
+    resumed = DLMSVDD(cfg).fit(task.train, task.val, checkpoint=path, resume=True)
+    assert steps == [] and resumed.pretrain_losses_ == []
+    np.testing.assert_array_equal(resumed.scores(task.test)[0], whole.scores(task.test)[0])
+
+
 def test_the_random_generators_come_back():
     import random
 

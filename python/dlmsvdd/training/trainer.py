@@ -309,12 +309,15 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         """The training images under the omega-step's augmentation (tasks' sets have one)."""
         return train.augmented() if hasattr(train, "augmented") else train
 
-    def _pretrain(self, train: Dataset, kind: str) -> list[float]:
+    def _pretrain(self, train: Dataset, kind: str, resumed: bool) -> list[float]:
         """Step 0 (``dlmsvdd.training.pretrain``), for a backbone from scratch: the
         autoencoder or Deep SAD's training on the augmented training images if asked for,
         then the BatchNorm statistics on the training images as the features pass sees them.
-        Every process runs it on all of them (DDP then starts all from rank 0's weights)."""
+        Every process runs it on all of them (DDP then starts all from rank 0's weights).
+        A resumed fit skips it: the state it continues holds the weights and statistics."""
         cfg, losses = self.config, []
+        if resumed:
+            return losses
         if kind in ("autoencoder", "deep_sad"):
             loader = self._loader(self._augmented(train), shuffle=True, seed=cfg.seed)
         if kind == "autoencoder":
@@ -610,7 +613,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             recipe = cfg.training_params(vectors)
             self.training_params_.update(cfg.recorded_run(recipe, checkpoints.run_params(resumed)))
         self.network_ = self._build_network(self.in_channels_, self.training_params_, vectors)
-        self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"])
+        self.pretrain_losses_ = self._pretrain(train, self.training_params_["pretrain"], resumed is not None)
         if self.network_.guard is not None:
             # the training rows alone: the validation normals calibrate, so they must meet it as new rows do
             self.guard_ = self.network_.guard.fit(lambda: (x.to(self.device) for x, _ in self._loader(train, False)))
