@@ -32,6 +32,7 @@ from dlmsvdd.training.config import ema_half_life, omega_lr
 from dlmsvdd.training.models import build_backbone
 from dlmsvdd.training.weight_average import WeightAverage, judged_on
 
+
 def _inputs(loader, device):
     for x, t in loader:
         yield x.to(device), t.to(device)
