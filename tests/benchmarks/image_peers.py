@@ -40,13 +40,7 @@ def _inputs(loader, device):
 
 def outputs(net: nn.Module, data, batch_size: int, device) -> tuple[torch.Tensor, np.ndarray]:
     """The network's outputs on every row of ``data`` (eval mode) and the targets."""
-    net.eval()
-    outs, targets = [], []
-    with torch.no_grad():
-        for x, t in _inputs(batches.loader(data, batch_size, shuffle=False), device):
-            outs.append(net(x))
-            targets.append(t.cpu())
-    return torch.cat(outs), torch.cat(targets).numpy()
+    return pretrain.outputs(net, batches.loader(data, batch_size, shuffle=False), device)
 
 
 class DeepSAD:

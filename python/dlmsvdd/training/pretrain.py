@@ -91,7 +91,7 @@ def autoencoder(network: nn.Module, loader: DataLoader, steps: int, lr: float, w
     return losses
 
 
-def _outputs(network: nn.Module, loader: DataLoader, device) -> tuple[torch.Tensor, np.ndarray]:
+def outputs(network: nn.Module, loader: DataLoader, device) -> tuple[torch.Tensor, np.ndarray]:
     """The network's eval-mode outputs on every row of the loader, and the targets."""
     network.eval()
     outs, targets = [], []
@@ -113,8 +113,7 @@ def deep_sad(network: nn.Module, loader: DataLoader, rows: DataLoader, steps: in
     losses = []
     if steps == 0 or len(loader) == 0:
         return losses
-    outputs, targets = _outputs(network, rows, device)
-    c = deep_sad_objective.centre(outputs, targets)
+    c = deep_sad_objective.centre(*outputs(network, rows, device))
     optimizer = torch.optim.Adam(network.parameters(), lr=lr, weight_decay=weight_decay)
     network.train()
     for x, t in itertools.islice(_batches(loader), steps):

@@ -318,6 +318,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         cfg, losses = self.config, []
         if resumed:
             return losses
+        rows = self._loader(train, shuffle=False)  # the training images as the features pass sees them
         if kind in ("autoencoder", "deep_sad"):
             loader = self._loader(self._augmented(train), shuffle=True, seed=cfg.seed)
         if kind == "autoencoder":
@@ -325,7 +326,6 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                                           cfg.pretrain_steps, self.training_params_["lr"], cfg.weight_decay,
                                           self.device)
         elif kind == "deep_sad":
-            rows = self._loader(train, shuffle=False)
             # the centre from the data's statistics, as Deep SAD's network computes it after its own pretraining
             pretrain.calibrate_batchnorm(self.network_, rows, self.device)
             targets = self_labels.targets_of(train)
@@ -337,7 +337,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         if losses:
             log.info("%s: %d steps, loss %.4g -> %.4g", kind, len(losses), losses[0], losses[-1])
         if kind != "none":
-            pretrain.calibrate_batchnorm(self.network_, self._loader(train, shuffle=False), self.device)
+            pretrain.calibrate_batchnorm(self.network_, rows, self.device)
         return losses
 
     def _omega_batches(self, rows: Dataset, epoch: int):
