@@ -144,10 +144,12 @@ def test_recipes():
                                          "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                          "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
-                                         "labelled_ema_half_life": 1.0}
+                                         "labelled_ema_half_life": 1.0,
+                                         "labelled_deep_sad_weight": 1.0}
     paper = {"recipe": "paper", "lr": 1e-4, "labelled_lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
              "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2,
-             "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0}
+             "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0,
+             "labelled_deep_sad_weight": 0.0}
     assert TrainConfig().validate().training_params()["recipe"] == "scratch"  # the default: small CNN, no weights
     # the paper's ResNet-50, which no shape field of the small CNN or the MLP concerns
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
@@ -162,7 +164,8 @@ def test_recipes():
                                        "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
                                        "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                        "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
-                                       "labelled_ema_half_life": 1.0}
+                                       "labelled_ema_half_life": 1.0,
+                                         "labelled_deep_sad_weight": 1.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "labelled_lr": 1e-3, "lr_schedule": "constant",
@@ -171,13 +174,14 @@ def test_recipes():
                                                            "self_labelling": 0.05, "epoch_rows": 4096,
                                                            "budget_rows": 0, "labelled_nu": 1.2,
                                                            "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0,
-                                                           "labelled_ema_half_life": 0.0}
+                                                           "labelled_ema_half_life": 0.0, "labelled_deep_sad_weight": 0.0}
     assert TrainConfig(data="table").training_params()["backbone"] == "mlp"
     # resolved when used: a changed backbone changes the recipe
     assert TrainConfig.from_dict({**scratch.to_dict(), "backbone": "resnet18", "weights": "imagenet"}
                                  ).training_params()["recipe"] == "paper"
     for bad, match in ((dict(recipe="fast"), "recipe must be one of"), (dict(pretrain="simclr"), "pretrain must be one of"),
                        (dict(pretrain_steps=-1), "pretrain_steps must be an integer >= 0"), (dict(lr=0.0), "lr must be a positive number"),
+                       (dict(deep_sad_weight=-1.0), "deep_sad_weight must be"),
                        (dict(selection_rule="first"), "selection_rule must be one of"),
                        (dict(cnn_width=0), "cnn_width must be a positive integer or None"),
                        (dict(cnn_branches=0), "cnn_branches must be a positive integer or None"),

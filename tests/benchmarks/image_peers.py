@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from dlmsvdd import TrainConfig, metrics
 from dlmsvdd.training import batches, deep_sad, lr_schedule, pretrain, selection
-from dlmsvdd.training.config import ema_half_life, omega_lr
+from dlmsvdd.training.config import omega_lr, with_labels_only
 from dlmsvdd.training.models import build_backbone
 from dlmsvdd.training.weight_average import WeightAverage, judged_on
 
@@ -136,7 +136,7 @@ def train_peer(kind: str, task, config: TrainConfig, device="cpu") -> tuple[nn.M
     peer.start(backbone, task.train, size, device)
     lr = omega_lr(params, config.lr is not None, True)  # the rate of DLM-SVDD's omega-steps with labels
     optimizer = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=config.weight_decay)
-    half_life = ema_half_life(params, config.ema_half_life, True)  # DLM-SVDD's with labels
+    half_life = with_labels_only(params, "ema_half_life", config.ema_half_life, True)  # DLM-SVDD's with labels
     kept, average, curve = selection.START, None, []
     augmented = task.train.augmented()
     for epoch in range(params["epochs"] + 1):

@@ -43,7 +43,7 @@ RUN_ONLY = ("verbose", "device", "output")
 RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
 # resolved fields added since earlier versions wrote a state, with the value those versions trained with
 RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0,
-                  "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0}
+                  "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0, "labelled_deep_sad_weight": 0.0}
 # and those whose value was another resolved field's: labelled anomalies trained at "lr"
 RESOLVED_AS = {"labelled_lr": "lr"}
 

@@ -5,10 +5,13 @@ coordinate's target is the trivial 0); a normal's loss is ||phi(x) - c||^2, a la
 ETA / (||phi(x) - c||^2 + EPS); the anomaly score is ||phi(x) - c||^2.
 
 One owner for the objective: the step 0 ``pretrain="deep_sad"`` (``pretrain.deep_sad``) trains the
-network with it before the joint epochs, and the benchmarks' Deep SAD peer (tests/benchmarks/
-image_peers.py) trains with it throughout."""
+network with it before the joint epochs, the joint epochs add it to the margin loss at
+``deep_sad_weight`` (``anchor``, ``anchored_loss``), and the benchmarks' Deep SAD peer
+(tests/benchmarks/image_peers.py) trains with it throughout."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -16,13 +19,23 @@ import torch
 ETA, EPS, CENTRE_MIN = 1.0, 1e-6, 0.1
 
 
-def centre(outputs: torch.Tensor, targets) -> torch.Tensor:
-    """c: the mean of the normals' rows (target > 0) of ``outputs``, each coordinate at least
-    CENTRE_MIN from 0 (one within it pushed out on its own side; exactly 0 to +CENTRE_MIN)."""
-    normal = torch.as_tensor(np.asarray(targets) > 0, device=outputs.device)
-    if not bool(normal.any()):
+def _normals_mean(values: torch.Tensor, normal: torch.Tensor, group=None) -> torch.Tensor:
+    """The mean of ``values``' normal rows (over every rank's rows with a process ``group``)."""
+    sums = torch.cat([values[normal].sum(0).reshape(-1), normal.sum().reshape(1).to(values.dtype)])
+    if group is not None:
+        group.sum_(sums)
+    if not bool(sums[-1] > 0):
         raise ValueError("Deep SAD's centre needs normal training rows (target +1); none were given")
-    c = outputs[normal].mean(0)
+    mean = sums[:-1] / sums[-1]
+    return mean if values.dim() > 1 else mean[0]
+
+
+def centre(outputs: torch.Tensor, targets, group=None) -> torch.Tensor:
+    """c: the mean of the normals' rows (target > 0) of ``outputs`` (every rank's with a process
+    ``group``), each coordinate at least CENTRE_MIN from 0 (one within it pushed out on its own
+    side; exactly 0 to +CENTRE_MIN)."""
+    normal = torch.as_tensor(np.asarray(targets) > 0, device=outputs.device)
+    c = _normals_mean(outputs, normal, group)
     small = c.abs() < CENTRE_MIN
     return torch.where(small & (c < 0), -CENTRE_MIN, torch.where(small, CENTRE_MIN, c))
 
@@ -37,3 +50,26 @@ def loss(outputs: torch.Tensor, targets: torch.Tensor, c: torch.Tensor) -> torch
     (ETA / (d + EPS)) for labelled anomalies."""
     d = distance(outputs, c)
     return torch.where(targets > 0, d, ETA / (d + EPS)).mean()
+
+
+class Anchor(NamedTuple):
+    """The joint epochs' Deep SAD term's reference, fixed as they start: the centre c and the scale
+    s, the root mean squared distance of the training normals to c then."""
+    centre: torch.Tensor
+    scale: float
+
+
+def anchor(outputs: torch.Tensor, targets, group=None) -> Anchor:
+    """The ``Anchor`` of the training rows' ``outputs`` (every rank's with a process ``group``)."""
+    outputs = outputs.float()
+    c = centre(outputs, targets, group)
+    normal = torch.as_tensor(np.asarray(targets) > 0, device=outputs.device)
+    mean_squared = _normals_mean(distance(outputs, c), normal, group)
+    return Anchor(c, max(float(mean_squared.sqrt()), EPS))  # EPS: outputs that all sit on c
+
+
+def anchored_loss(outputs: torch.Tensor, targets: torch.Tensor, reference: Anchor) -> torch.Tensor:
+    """``loss`` of the outputs and centre divided by the anchor's scale: scale-free, so that its
+    weight beside the margin loss means the same whatever the features' scale (as the joint epochs
+    start a normal's part is about 1, an anomaly's ETA over its squared distance in units of s)."""
+    return loss(outputs / reference.scale, targets, reference.centre.to(outputs.device) / reference.scale)

@@ -25,10 +25,10 @@ from dlmsvdd_ext import LpSVDD, kernel_choice, tabular
 from ..data import protocols
 from ..data.preprocessing import Preprocessing
 from ..data.vectors import VectorPreprocessing
-from . import (batches, checkpoints, devices, divergence, epoch_rows, explain, guard, input_consensus, inputs,
-               lr_schedule, memory, metrics, model_file, parallel, precision, pretrain, resident, selection,
+from . import (batches, checkpoints, deep_sad, devices, divergence, epoch_rows, explain, guard, input_consensus,
+               inputs, lr_schedule, memory, metrics, model_file, parallel, precision, pretrain, resident, selection,
                self_labels, thresholds)
-from .config import SHAPE_FIELDS, TrainConfig, ema_half_life, omega_lr, resolved_for_labels
+from .config import SHAPE_FIELDS, TrainConfig, omega_lr, resolved_for_labels, with_labels_only
 from .decisions import Decisions
 from .margin_loss import margin_violation_loss, violation_counts, violation_shares
 from .scoring import Scoring
@@ -254,7 +254,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         self.svdd_.slack_scale = resolved_for_labels(cfg.slack_scale, labelled, params["labelled_slack_scale"])
         self.softplus_scale_ = resolved_for_labels(cfg.softplus_scale, labelled, params["labelled_softplus_scale"])
         self.omega_lr_ = omega_lr(params, cfg.lr is not None, labelled)  # lr left to the recipe: likewise
-        self.ema_half_life_ = ema_half_life(params, cfg.ema_half_life, labelled)
+        self.ema_half_life_ = with_labels_only(params, "ema_half_life", cfg.ema_half_life, labelled)
+        self.deep_sad_weight_ = with_labels_only(params, "deep_sad_weight", cfg.deep_sad_weight, labelled)
         solve_on = devices.solve_device(self.device, feats.shape[0]) if self.group_ is None else self.device
         self.svdd_.device = solve_on
         with warnings.catch_warnings():
@@ -375,6 +376,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                 f = svdd.torch_dissimilarity(z)
                 loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power,
                                               self.softplus_scale_)
+                if self.deep_sad_anchor_ is not None:  # Deep SAD's loss beside it (deep_sad_weight)
+                    loss = loss + self.deep_sad_weight_ * deep_sad.anchored_loss(z, t, self.deep_sad_anchor_)
                 losses.append(loss.detach())
                 violations += violation_counts(f.detach(), t, svdd.b_normal_, svdd.b_anomaly_)
                 bad = checks.add(z, loss)
@@ -536,6 +539,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
         average = None  # the weights' moving average (training.weight_average), once the labels have decided it
+        self.deep_sad_anchor_ = None  # Deep SAD's term's reference (training.deep_sad), likewise
         if resumed is not None:
             first, best, average = self._restore_training(resumed, checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
@@ -554,6 +558,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                     break
                 t_features = time.perf_counter()
                 svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
+                if self.deep_sad_anchor_ is None and self.deep_sad_weight_ > 0 and optimizer is not None:
+                    # fixed from the features as the joint epochs start, as Deep SAD fixes its centre
+                    self.deep_sad_anchor_ = deep_sad.anchor(feats, targets, self.group_)
                 row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
                        "seconds_alpha": time.perf_counter() - t_features}
                 row.update(self._validate(val))  # 5. validation, and the epoch to keep
@@ -673,7 +680,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             "network": self.network_.state_dict(), "optimizer": None if optimizer is None else optimizer.state_dict(),
             "boundary": self.svdd_.state_dict(), "history": self.history_,
             "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng,
-            "average": None if average is None else average.state_dict()}, checkpoints.TRAINING)
+            "average": None if average is None else average.state_dict(),
+            "deep_sad_anchor": None if self.deep_sad_anchor_ is None else self.deep_sad_anchor_._asdict()},
+            checkpoints.TRAINING)
 
     def _run_params(self) -> dict:
         """What a fit's state records of its own run beyond its configuration: the epochs and the
@@ -695,6 +704,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         checkpoints.set_rng_states(state["rng"], self.group_)
         best, average = state["best"], state.get("average")
         average = None if average is None else WeightAverage.from_state_dict(average, self.network_)
+        anchor = state.get("deep_sad_anchor")  # states written before it trained without the term
+        self.deep_sad_anchor_ = None if anchor is None else deep_sad.Anchor(anchor["centre"].to(self.device),
+                                                                            anchor["scale"])
         return state["next_epoch"], (best["key"], best["epoch"], best["network"]), average
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
