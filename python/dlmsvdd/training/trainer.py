@@ -353,12 +353,13 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         return ((x.to(self.device, non_blocking=True), t.to(self.device, non_blocking=True)) for x, t in loader), \
             len(loader)
 
-    def _omega_step(self, batches_: tuple, optimizer, bar_level: bool,
-                    average: WeightAverage | None = None) -> tuple[list[float], str | None, dict]:
+    def _omega_step(self, batches_: tuple, optimizer, bar_level: bool, average: WeightAverage | None = None,
+                    anchor: deep_sad.Anchor | None = None) -> tuple[list[float], str | None, dict]:
         """Step 4: the batch losses, what broke if a batch's features or loss were not finite
         (the fit then stops, keeping the best epoch before it), and the shares of the epoch's rows
         that violated their margins (``margin_loss.violation_shares``; empty when it broke).
-        ``average``, if any, follows every step. The check does not wait for the device
+        ``average``, if any, follows every step; with an ``anchor`` Deep SAD's loss around it joins the
+        margin loss at ``deep_sad_weight``. The check does not wait for the device
         (``divergence.FiniteChecks``): on a GPU a non-finite batch is found a few batches later,
         and the batches after it are not reported."""
         cfg, svdd = self.config, self.svdd_
@@ -376,8 +377,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                 f = svdd.torch_dissimilarity(z)
                 loss = margin_violation_loss(f, t, svdd.b_normal_, svdd.b_anomaly_, cfg.softplus_power,
                                               self.softplus_scale_)
-                if self.deep_sad_anchor_ is not None:  # Deep SAD's loss beside it (deep_sad_weight)
-                    loss = loss + self.deep_sad_weight_ * deep_sad.anchored_loss(z, t, self.deep_sad_anchor_)
+                if anchor is not None:
+                    loss = loss + self.deep_sad_weight_ * deep_sad.anchored_loss(z, t, anchor)
                 losses.append(loss.detach())
                 violations += violation_counts(f.detach(), t, svdd.b_normal_, svdd.b_anomaly_)
                 bad = checks.add(z, loss)
@@ -414,7 +415,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         non-augmented training features, and the threshold. With a moving
         average of the weights (``ema_half_life``; with labelled anomalies on
         images from scratch by default) each epoch is judged, and kept, on the
-        average (``dlmsvdd.training.weight_average``).
+        average (``dlmsvdd.training.weight_average``). With ``deep_sad_weight``
+        (likewise by default) Deep SAD's loss joins the margin loss in every
+        network step (``dlmsvdd.training.deep_sad.anchored_loss``).
 
         Non-finite or collapsed features or loss stop the epochs early
         (``dlmsvdd.training.divergence``): the best epoch so far is kept, with a
@@ -539,9 +542,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         best = selection.START  # (best validation value, epoch, network weights) of the epoch kept so far
         self.history_, self.warnings_, first = [], [], 0
         average = None  # the weights' moving average (training.weight_average), once the labels have decided it
-        self.deep_sad_anchor_ = None  # Deep SAD's term's reference (training.deep_sad), likewise
+        anchor = None  # the reference of Deep SAD's loss beside the margin loss (training.deep_sad), likewise
         if resumed is not None:
-            first, best, average = self._restore_training(resumed, checkpoint, optimizer)
+            first, best, average, anchor = self._restore_training(resumed, checkpoint, optimizer)
             log.info("resumed from %s at epoch %d", checkpoint, first)
         epochs = 0 if cfg.frozen or untrained else self.training_params_["epochs"]
         quiet = cfg.verbose < 1 or (self.group_ is not None and not self.group_.is_main)
@@ -558,9 +561,9 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                     break
                 t_features = time.perf_counter()
                 svdd = self._alpha_step(feats, targets)  # 2-3. kernel build and dual solve: b_N, b_A
-                if self.deep_sad_anchor_ is None and self.deep_sad_weight_ > 0 and optimizer is not None:
+                if anchor is None and self.deep_sad_weight_ > 0 and optimizer is not None:
                     # fixed from the features as the joint epochs start, as Deep SAD fixes its centre
-                    self.deep_sad_anchor_ = deep_sad.anchor(feats, targets, self.group_)
+                    anchor = deep_sad.anchor(feats, targets, self.group_)
                 row = {"epoch": epoch, **self._alpha_record(svdd), "seconds_features": t_features - start,
                        "seconds_alpha": time.perf_counter() - t_features}
                 row.update(self._validate(val))  # 5. validation, and the epoch to keep
@@ -574,7 +577,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
                                               epochs)
                 row["ema_half_life"] = self.ema_half_life_
                 batch_losses, problem, shares = self._omega_step(self._omega_batches(rows, epoch), optimizer,
-                                                                 cfg.verbose >= 2 and not quiet, average)
+                                                                 cfg.verbose >= 2 and not quiet, average, anchor)
                 row.update(omega_loss=float(np.mean(batch_losses)), omega_batch_losses=batch_losses, **shares,
                            seconds_omega=time.perf_counter() - start)
             self.history_.append(row)
@@ -586,7 +589,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             bar.set_postfix({k: f"{row[k]:.4g}" for k in ("val_auroc", "omega_loss", "gap") if k in row})
             log.info("epoch %d: %s", epoch, {k: v for k, v in row.items() if not isinstance(v, list)})
             if checkpoint is not None:
-                self._save_training(checkpoint, epoch + 1, best, optimizer, average)
+                self._save_training(checkpoint, epoch + 1, best, optimizer, average, anchor)
         self.best_epoch_ = best[1]
         self.network_.load_state_dict(best[2])
         self._refit(train, val)
@@ -667,7 +670,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         log.warning(message)
         warnings.warn(message, divergence.DivergenceWarning, stacklevel=3)
 
-    def _save_training(self, path, next_epoch: int, best: tuple, optimizer, average: WeightAverage | None) -> None:
+    def _save_training(self, path, next_epoch: int, best: tuple, optimizer, average: WeightAverage | None,
+                       anchor: deep_sad.Anchor | None) -> None:
         """The training state after an epoch (every rank gathers its random
         generators; the main process writes)."""
         rng = checkpoints.rng_states(self.group_)
@@ -681,7 +685,7 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
             "boundary": self.svdd_.state_dict(), "history": self.history_,
             "best": {"key": best[0], "epoch": best[1], "network": best[2]}, "rng": rng,
             "average": None if average is None else average.state_dict(),
-            "deep_sad_anchor": None if self.deep_sad_anchor_ is None else self.deep_sad_anchor_._asdict()},
+            "deep_sad_anchor": None if anchor is None else anchor._asdict()},
             checkpoints.TRAINING)
 
     def _run_params(self) -> dict:
@@ -691,10 +695,12 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         return {"epochs": params["epochs"],
                 "network_shape": {k: params[k] for k in SHAPE_FIELDS.get(params["backbone"], {}) if k in params}}
 
-    def _restore_training(self, state: dict, path, optimizer) -> tuple[int, tuple, WeightAverage | None]:
+    def _restore_training(self, state: dict, path, optimizer
+                          ) -> tuple[int, tuple, WeightAverage | None, deep_sad.Anchor | None]:
         """Continues where ``_save_training`` left off (``state``, read from ``path``,
-        written by a run of this configuration): the next epoch, the best so far and the
-        weights' moving average (None: none yet, or a state written before there was one)."""
+        written by a run of this configuration): the next epoch, the best so far, the
+        weights' moving average and Deep SAD's anchor (None: none yet, or a state written
+        before there was one)."""
         checkpoints.check_config(state, self.config.to_dict(), path, self.config.resolved(len(self.input_shape_) == 1))
         self.network_.load_state_dict(state["network"])
         if optimizer is not None:
@@ -705,9 +711,8 @@ class DLMSVDD(Scoring, Decisions, OutlierMixin, BaseEstimator):
         best, average = state["best"], state.get("average")
         average = None if average is None else WeightAverage.from_state_dict(average, self.network_)
         anchor = state.get("deep_sad_anchor")  # states written before it trained without the term
-        self.deep_sad_anchor_ = None if anchor is None else deep_sad.Anchor(anchor["centre"].to(self.device),
-                                                                            anchor["scale"])
-        return state["next_epoch"], (best["key"], best["epoch"], best["network"]), average
+        anchor = None if anchor is None else deep_sad.Anchor(anchor["centre"].to(self.device), anchor["scale"])
+        return state["next_epoch"], (best["key"], best["epoch"], best["network"]), average, anchor
 
     def _refit(self, train: Dataset, val: Dataset | None) -> None:
         """The boundary from scratch on the best weights, the input consensus, the decision
