@@ -32,10 +32,10 @@ class SnapshotDLMSVDD(DLMSVDD):
     last epoch's after the run's last omega-step): the network's own, or with a moving average of
     them (``ema_half_life``) the average's."""
 
-    def _omega_step(self, loader, optimizer, bar_level, average=None):
+    def _omega_step(self, loader, optimizer, bar_level, average=None, anchor=None):
         self._average = average
         self.snapshots_.append(copy.deepcopy(self._judged()))
-        return super()._omega_step(loader, optimizer, bar_level, average)
+        return super()._omega_step(loader, optimizer, bar_level, average, anchor)
 
     def _judged(self) -> dict:
         return self.network_.state_dict() if self._average is None else self._average.state
