@@ -32,11 +32,12 @@ def pack(npz: Path, out: Path, part_mib: float) -> list[Path]:
     """``npz``'s arrays as parts NAME.partNN of at most ``part_mib`` MiB and NAME.json in ``out``."""
     with np.load(npz) as data:
         arrays = {key: np.ascontiguousarray(data[key]) for key in data.files}
+    flat = [a.reshape(-1).view(np.uint8) for a in arrays.values()]  # the arrays' bytes, not copied
     digest = hashlib.sha256()
-    for array in arrays.values():
-        digest.update(array.tobytes())
+    for chunk in flat:
+        digest.update(chunk)
     compressor = lzma.LZMACompressor(format=lzma.FORMAT_XZ, filters=_filters(arrays))
-    stream = b"".join([compressor.compress(a.tobytes()) for a in arrays.values()] + [compressor.flush()])
+    stream = b"".join([compressor.compress(chunk) for chunk in flat] + [compressor.flush()])
     size = max(1, int(part_mib * MIB))
     name = npz.name.removesuffix(".npz")
     out.mkdir(parents=True, exist_ok=True)
@@ -53,10 +54,10 @@ def pack(npz: Path, out: Path, part_mib: float) -> list[Path]:
 def unpack(dest: Path, name: str, folders: list[Path]) -> Path:
     """DEST/NAME.npz from the parts and manifest of NAME found in ``folders``; raises ValueError when a
     part is missing or the arrays differ from the manifest's."""
-    manifests = [f / f"{name}.json" for f in folders if (f / f"{name}.json").is_file()]
-    if not manifests:
+    path = next((f / f"{name}.json" for f in folders if (f / f"{name}.json").is_file()), None)
+    if path is None:
         raise ValueError(f"no {name}.json in {', '.join(map(str, folders))}: pack wrote it beside the parts")
-    manifest = json.loads(manifests[0].read_text())
+    manifest = json.loads(path.read_text())
     found = {p.name: p for f in folders for p in f.glob(f"{name}.part*")}
     wanted = [f"{name}.part{i:02d}" for i in range(manifest["parts"])]
     missing = [w for w in wanted if w not in found]
@@ -73,9 +74,9 @@ def unpack(dest: Path, name: str, folders: list[Path]) -> Path:
         raise ValueError(f"{damaged} (the stream ends early or its SHA-256 differs): carry them again")
     arrays, at = {}, 0
     for key, shape, dtype in manifest["arrays"]:
-        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        arrays[key] = np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape)), offset=at).reshape(shape)
-        at += count
+        count = int(np.prod(shape))
+        arrays[key] = np.frombuffer(raw, dtype=dtype, count=count, offset=at).reshape(shape)
+        at += count * np.dtype(dtype).itemsize
     dest.mkdir(parents=True, exist_ok=True)
     np.savez(dest / f"{name}.npz", **arrays)
     return dest / f"{name}.npz"
