@@ -145,7 +145,7 @@ def test_recipes():
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                          "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
                                          "labelled_ema_half_life": 1.0,
-                                         "labelled_deep_sad_weight": 1.0}
+                                         "labelled_deep_sad_weight": 3.0}
     paper = {"recipe": "paper", "lr": 1e-4, "labelled_lr": 1e-4, "lr_schedule": "constant", "pretrain": "none", "selection_rule": "best", "epochs": 30,
              "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": 1.2,
              "labelled_slack_scale": 1.0, "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0,
@@ -165,7 +165,7 @@ def test_recipes():
                                        "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                        "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
                                        "labelled_ema_half_life": 1.0,
-                                         "labelled_deep_sad_weight": 1.0}
+                                         "labelled_deep_sad_weight": 3.0}
     # feature vectors: the MLP, its shape from the same recipe
     assert TrainConfig().training_params(vectors=True) == {"backbone": "mlp", "recipe": "scratch", "lr": 1e-3,
                                                            "labelled_lr": 1e-3, "lr_schedule": "constant",
