@@ -73,6 +73,18 @@ def test_train_stopped_short_warns_once(tmp_path, capsys):
     assert metrics["alpha_step"]["converged"] is False
 
 
+@pytest.mark.parametrize("switch", [[], ["--no-cnn-branch-norm"]])
+def test_no_cnn_branch_norm_trains_the_branches_normalised_as_one_vector(tmp_path, switch):
+    out = tmp_path / "run"
+    assert main(["train", "--data", "digits", "--backbone", "small_cnn", "--weights", "none", "--epochs", "0",
+                 "--cnn-branches", "2", "--verbose", "0", "--output", str(out), *switch]) == 0
+    from dlmsvdd import DLMSVDD
+
+    model = DLMSVDD.load(out / "model.pt")
+    assert model.network_.backbone.branch_norm == (not switch)
+    assert model.config.cnn_branch_norm == (False if switch else None)
+
+
 def test_score_raw_images_from_npy(tmp_path, capsys):
     import numpy as np
 

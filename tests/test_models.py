@@ -91,13 +91,12 @@ def test_one_branch_is_the_plain_small_cnn():
     assert net.out_features == 32
 
 
-@pytest.mark.parametrize("branches", [2, 4])
-def test_branches_are_independent_small_cnns_whose_squared_distances_average(branches):
-    """Each branch of a K-branch small CNN is a plain small CNN with its slice of the weights;
-    the features are the branches' unit features over sqrt(K), so a squared distance between
-    two images is the mean of the branches' squared distances."""
+def _branches_and_plain_parts(branches: int, branch_norm: bool = True):
+    """A K-branch small CNN with BatchNorm statistics other than the initial ones (eval mode), its
+    features of 5 images, and each branch's raw features computed by a plain small CNN that holds
+    that branch's slice of the weights."""
     torch.manual_seed(0)
-    net = SmallCNN(3, width=4, branches=branches)
+    net = SmallCNN(3, width=4, branches=branches, branch_norm=branch_norm)
     for m in net.modules():  # BatchNorm with statistics other than the initial ones, in eval mode
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-0.5, 0.5), m.running_var.uniform_(0.5, 2.0)
@@ -115,10 +114,37 @@ def test_branches_are_independent_small_cnns_whose_squared_distances_average(bra
                 whole = state[k]
                 own[k] = whole if v.dim() == 0 else whole.reshape(branches, *v.shape)[b]  # num_batches_tracked
             plain.load_state_dict(own)
-            parts.append(torch.nn.functional.normalize(plain(x), dim=1))
+            parts.append(plain(x))
+    return net, phi, parts
+
+
+@pytest.mark.parametrize("branches", [2, 4])
+def test_branches_are_independent_small_cnns_whose_squared_distances_average(branches):
+    """Each branch of a K-branch small CNN is a plain small CNN with its slice of the weights;
+    the features are the branches' unit features over sqrt(K), so a squared distance between
+    two images is the mean of the branches' squared distances."""
+    net, phi, raw = _branches_and_plain_parts(branches)
+    parts = [torch.nn.functional.normalize(p, dim=1) for p in raw]
     assert net.out_features == branches * 16 and phi.shape == (5, branches * 16)
     torch.testing.assert_close(phi, torch.cat(parts, dim=1) / branches ** 0.5, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(phi.norm(dim=1), torch.ones(5))
     d2 = torch.cdist(phi, phi) ** 2
     mean_d2 = torch.stack([torch.cdist(p, p) ** 2 for p in parts]).mean(0)
     torch.testing.assert_close(d2, mean_d2, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("branches", [1, 3])
+def test_branches_unnormalised_are_the_plain_cnns_features_side_by_side(branches):
+    """branch_norm=False: the branches' raw features concatenated (FeatureNet then normalises the
+    whole vector, so a branch with larger features weighs more); one branch is the same either way."""
+    net, phi, raw = _branches_and_plain_parts(branches, branch_norm=False)
+    torch.testing.assert_close(phi, torch.cat(raw, dim=1), rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        unit = FeatureNet(net)(torch.randn(4, 3, 12, 12))
+    torch.testing.assert_close(unit.norm(dim=1), torch.ones(4))
+    normalised = SmallCNN(3, width=4, branches=branches, branch_norm=True)
+    normalised.load_state_dict(net.state_dict())
+    x = torch.randn(4, 3, 12, 12)
+    with torch.no_grad():
+        same = torch.equal(normalised.eval()(x), net(x))
+    assert same == (branches == 1)  # the same weights: only the features' normalisation differs

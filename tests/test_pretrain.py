@@ -141,7 +141,8 @@ def test_recipes():
     assert scratch.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 1e-3,
                                          "labelled_lr": 2e-3, "lr_schedule": IMAGE_SCHEDULE,
                                          "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
-                                         "cnn_width": 32, "cnn_branches": 4, "self_labelling": 0.0,
+                                         "cnn_width": 32, "cnn_branches": 4, "cnn_branch_norm": True,
+                                         "self_labelling": 0.0,
                                          "epoch_rows": 0, "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                          "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
                                          "labelled_ema_half_life": 1.0,
@@ -155,13 +156,14 @@ def test_recipes():
     assert TrainConfig(weights="imagenet").validate().training_params() == {"backbone": "resnet50", **paper}
     assert TrainConfig(backbone="custom", weights=None).training_params()["recipe"] == "paper"
     assert TrainConfig(backbone="small_cnn", weights=None, recipe="paper").training_params() == {
-        "backbone": "small_cnn", **paper, "cnn_width": 32, "cnn_branches": 1}
+        "backbone": "small_cnn", **paper, "cnn_width": 32, "cnn_branches": 1, "cnn_branch_norm": True}
     given = TrainConfig(backbone="small_cnn", weights=None, lr=0.01, pretrain="autoencoder", selection_rule="best",
                         cnn_width=16, cnn_branches=2)
     assert given.training_params() == {"backbone": "small_cnn", "recipe": "scratch", "lr": 0.01,
                                        "labelled_lr": 2e-3, "lr_schedule": IMAGE_SCHEDULE,
                                        "pretrain": "autoencoder", "selection_rule": "best", "epochs": 30,
-                                       "cnn_width": 16, "cnn_branches": 2, "self_labelling": 0.0, "epoch_rows": 0,
+                                       "cnn_width": 16, "cnn_branches": 2, "cnn_branch_norm": True,
+                                       "self_labelling": 0.0, "epoch_rows": 0,
                                        "budget_rows": BUDGET_ROWS, "labelled_nu": 5.0,
                                        "labelled_slack_scale": 10.0, "labelled_softplus_scale": 4.0,
                                        "labelled_ema_half_life": 1.0,
@@ -363,7 +365,10 @@ def test_a_resumed_run_keeps_the_epochs_it_started_with(tmp_path):
     assert state["epochs"] == 3
     state["epochs"] = 4  # as if the run had started where its budget gave 4
     del state["resolved"]["lr_schedule"]  # and before the schedule existed (it trained at a constant rate)
-    assert state.pop("network_shape") == {"cnn_width": 32, "cnn_branches": 4}  # and before the run recorded it
+    assert state.pop("network_shape") == {"cnn_width": 32, "cnn_branches": 4,  # and before the run recorded it
+                                          "cnn_branch_norm": True}
+    del state["config"]["cnn_branch_norm"]  # and before the field existed (each branch normalised apart)
+    state["resolved"].pop("cnn_branch_norm", None)
     checkpoints.write(path, {k: v for k, v in state.items() if k not in ("format", "kind")}, checkpoints.TRAINING)
     resumed = DLMSVDD(**params).fit(task.train, task.val, checkpoint=path, resume=True)
     assert resumed.training_params_["epochs"] == 4 and [row["epoch"] for row in resumed.history_] == [0, 1, 2, 3, 4]

@@ -113,6 +113,28 @@ def test_the_small_cnn_has_the_shape_asked_for_and_reloads_at_it(task, tmp_path)
         np.testing.assert_array_equal(loaded.dissimilarity(task.val), from_file.dissimilarity(task.val))
 
 
+def test_branches_normalised_as_one_vector_train_and_reload_so(task, tmp_path):
+    """cnn_branch_norm=False builds the small CNN whose branches are normalised as one vector, and a
+    model reloads so; a model written before the field reloads with each branch normalised apart (its
+    network then), scoring as it did."""
+    whole = DLMSVDD(_config(recipe="auto", epochs=1, cnn_branches=2, cnn_branch_norm=False)).fit(task.train, task.val)
+    apart = DLMSVDD(_config(recipe="auto", epochs=1, cnn_branches=2)).fit(task.train, task.val)
+    assert not whole.network_.backbone.branch_norm and apart.network_.backbone.branch_norm
+    assert whole.training_params_["cnn_branch_norm"] is False and apart.training_params_["cnn_branch_norm"] is True
+    for name, model in (("whole", whole), ("apart", apart)):
+        model.save(tmp_path / f"{name}.pt")
+        loaded = DLMSVDD.load(tmp_path / f"{name}.pt")
+        assert loaded.network_.backbone.branch_norm == model.network_.backbone.branch_norm
+        np.testing.assert_array_equal(loaded.dissimilarity(task.val), model.dissimilarity(task.val))
+    old = torch.load(tmp_path / "apart.pt", weights_only=True)
+    del old["config"]["cnn_branch_norm"]
+    del old["network_shape"]["cnn_branch_norm"]
+    torch.save(old, tmp_path / "old.pt")
+    loaded = DLMSVDD.load(tmp_path / "old.pt")
+    assert loaded.network_.backbone.branch_norm
+    np.testing.assert_array_equal(loaded.dissimilarity(task.val), apart.dissimilarity(task.val))
+
+
 def test_the_final_boundary_is_refitted_on_the_best_weights(fitted, task):
     """Refitting the same weights' features from scratch gives the boundary the model holds."""
     feats, targets = fitted._features(task.train)

@@ -160,6 +160,8 @@ OFF_SWITCHES = {"--no-guard": "without the distance guard: rows far beyond the t
                               "network's features alone (the paper's model; see dlmsvdd.training.guard)",
                 "--no-input-consensus": "feature vectors: score by the deep model alone, without the consensus of "
                                         "detectors on the input (see dlmsvdd.training.input_consensus)",
+                "--no-cnn-branch-norm": "with more than one small-CNN branch: their features concatenated as they "
+                                         "are and normalised as one vector, not each branch apart",
                 "--no-deterministic": "let cuDNN pick its fastest algorithms, some of which add in any order (a seed "
                                       "then gives the same model on a CPU, not on a GPU)"}
 RESUMABLE = ("verbose", "device")  # what --resume may change

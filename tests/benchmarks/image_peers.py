@@ -128,7 +128,8 @@ def train_peer(kind: str, task, config: TrainConfig, device="cpu") -> tuple[nn.M
     start_time = time.perf_counter()
     torch.manual_seed(config.seed)
     channels = task.train[0][0].shape[0]
-    backbone, width = build_backbone("small_cnn", None, channels, params["cnn_width"], params["cnn_branches"])
+    backbone, width = build_backbone("small_cnn", None, channels, params["cnn_width"], params["cnn_branches"],
+                                     params["cnn_branch_norm"])
     net = nn.Sequential(backbone, peer.head(width)).to(device)
     size = config.batch_size
     if params["pretrain"] != "none":

@@ -44,6 +44,8 @@ RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
 # resolved fields added since earlier versions wrote a state, with the value those versions trained with
 RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0,
                   "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0, "labelled_deep_sad_weight": 0.0}
+# and the small CNN's shape fields added since, which only a small CNN's state resolves (others leave them None)
+SMALL_CNN_RESOLVED_SINCE = {"cnn_branch_norm": True}
 # and those whose value was another resolved field's: labelled anomalies trained at "lr"
 RESOLVED_AS = {"labelled_lr": "lr"}
 
@@ -53,6 +55,8 @@ def resolved_then(saved: dict) -> dict:
     it trained them (``RESOLVED_SINCE``, ``RESOLVED_AS``), under this version's names."""
     saved = upgraded_config(saved)
     since = {**RESOLVED_SINCE, **{k: saved[v] for k, v in RESOLVED_AS.items() if v in saved}}
+    if saved.get("backbone") == "small_cnn":
+        since.update(SMALL_CNN_RESOLVED_SINCE)
     return {**since, **saved}
 
 

@@ -38,8 +38,8 @@ from dlmsvdd_ext import params as boundary_params
 
 from ..data.sources import DATASETS
 from .checkpoints import RENAMED_FIELDS, RUN_ONLY
-from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCHES, SMALL_CNN_MIN_SIZE,
-                     SMALL_CNN_WIDTH, small_cnn_parameters)
+from .models import (BACKBONES, MLP_LAYERS, MLP_WIDTH, RESNETS, SMALL_CNN_BRANCH_NORM, SMALL_CNN_BRANCHES,
+                     SMALL_CNN_MIN_SIZE, SMALL_CNN_WIDTH, small_cnn_parameters)
 from .lr_schedule import SCHEDULES
 from .precision import PRECISIONS
 from .selection import RULES
@@ -128,14 +128,16 @@ SCRATCH_IMAGES_DEEP_SAD_WEIGHT = 3.0
 # (training.selection). docs/user-guide/detector.md, "Recipes".
 RECIPES = {"paper": {"lr": 1e-4, "labelled_lr": 1e-4, "lr_schedule": "constant", "pretrain": "none",
                      "selection_rule": "best", "epochs": 30,
-                     "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 1, "mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS,
+                     "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 1, "cnn_branch_norm": True, "mlp_width": MLP_WIDTH,
+                     "mlp_layers": MLP_LAYERS,
                      "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": 0, "labelled_nu": NU_WITH_ANOMALIES,
                      "labelled_slack_scale": PAPER_SLACK_SCALE,
                      "labelled_softplus_scale": PAPER_SOFTPLUS_SCALE, "labelled_ema_half_life": 0.0,
                      "labelled_deep_sad_weight": 0.0},
            "scratch": {"lr": 1e-3, "labelled_lr": SCRATCH_IMAGES_LABELLED_LR, "lr_schedule": "constant",
                        "pretrain": "batchnorm", "selection_rule": "latest", "epochs": 30,
-                       "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 4, "mlp_width": MLP_WIDTH,
+                       "cnn_width": SMALL_CNN_WIDTH, "cnn_branches": 4, "cnn_branch_norm": True,
+                       "mlp_width": MLP_WIDTH,
                        "mlp_layers": MLP_LAYERS, "self_labelling": 0.0, "epoch_rows": 0, "budget_rows": BUDGET_ROWS,
                        "labelled_nu": SCRATCH_IMAGES_NU, "labelled_slack_scale": SCRATCH_IMAGES_SLACK_SCALE,
                        "labelled_softplus_scale": SCRATCH_IMAGES_SOFTPLUS_SCALE,
@@ -186,7 +188,8 @@ def with_labels_only(params: dict, field: str, given: float | None, has_anomalie
 
 # the fields that shape the small CNN, which no other backbone has, and the shape of the small
 # CNNs saved before each field existed
-SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRANCHES}
+SMALL_CNN_FIELDS = {"cnn_width": SMALL_CNN_WIDTH, "cnn_branches": SMALL_CNN_BRANCHES,
+                    "cnn_branch_norm": SMALL_CNN_BRANCH_NORM}
 MLP_FIELDS = {"mlp_width": MLP_WIDTH, "mlp_layers": MLP_LAYERS}  # the MLP's, likewise
 SHAPE_FIELDS = {"small_cnn": SMALL_CNN_FIELDS, "mlp": MLP_FIELDS}  # built-in backbone -> the fields that shape it
 # "batchnorm": the BatchNorm statistics on the training images; "autoencoder": pretrain_steps of an
@@ -274,6 +277,11 @@ class TrainConfig:
     cnn_branches : int or None
         The small CNN's independent branches, their kernel distances averaged
         (None: the recipe's, 4 from scratch, 1 for the paper).
+    cnn_branch_norm : bool or None
+        With more than one branch, each branch's features L2-normalised apart, so
+        that the kernel distance is the mean of the branches' (True), or the
+        branches' features concatenated as they are and normalised as one vector
+        (False). None: the recipe's, True.
     mlp_width : int or None
         The MLP's hidden width; its features are width // 2 (None: the recipe's, 128).
     mlp_layers : int or None
@@ -487,6 +495,9 @@ class TrainConfig:
     # the small CNN as this many independent branches whose kernel distances are averaged
     # (training.models.SmallCNN). None: the recipe's, 4 from scratch (steadier over seeds), 1 for the paper
     cnn_branches: int | None = None
+    # with branches > 1: each branch's features normalised apart (True) or the concatenation as one vector (False;
+    # docs/results/paper-protocol.md, "paper-protocol-branch-norm"). None: the recipe's, True
+    cnn_branch_norm: bool | None = None
     # the MLP for feature vectors (training.models.MLP): hidden width and hidden layers. None: the recipe's
     mlp_width: int | None = None
     mlp_layers: int | None = None
@@ -523,7 +534,7 @@ class TrainConfig:
     # None: with labelled anomalies the recipe's (1 from scratch on images), else none
     ema_half_life: float | None = None
     # Deep SAD's loss at this weight beside the margin loss (training.deep_sad.anchored_loss; 0: none); None: with
-    # labelled anomalies the recipe's (1 from scratch on images), else none
+    # labelled anomalies the recipe's (3 from scratch on images), else none
     deep_sad_weight: float | None = None
     weight_decay: float = 1e-4
     batch_size: int = 128

@@ -16,6 +16,7 @@ from ..data.sources import vision
 BACKBONES = ("small_cnn", "mlp", "resnet18", "resnet50")
 SMALL_CNN_WIDTH = 32  # the small CNN's first-block channels unless asked otherwise (TrainConfig.cnn_width)
 SMALL_CNN_BRANCHES = 1  # its independent branches in models that predate TrainConfig.cnn_branches
+SMALL_CNN_BRANCH_NORM = True  # each branch's features normalised apart, as in models that predate the field
 SMALL_CNN_MIN_SIZE = 4  # the smallest image it takes: its two 2x2 max-pools leave 4 -> 2 -> 1 pixel
 MLP_WIDTH, MLP_LAYERS = 128, 2  # the MLP's hidden width and hidden layers unless asked otherwise
 RESNETS = {"resnet18": ("resnet18", "ResNet18_Weights", 512), "resnet50": ("resnet50", "ResNet50_Weights", 2048)}
@@ -31,9 +32,15 @@ class SmallCNN(nn.Module):
     images' features is then the mean of the branches' squared distances, so the RBF
     kernel averages over independently initialised networks instead of depending on
     one draw (docs/user-guide/detector.md, "Recipes"). One branch is the plain small CNN, the
-    same layers and weights."""
+    same layers and weights.
 
-    def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH, branches: int = 1):
+    ``branch_norm`` False: the branches' features concatenated as they are (``FeatureNet``
+    then normalises them as one vector), so training may weigh the branches unequally; with
+    the branches normalised apart Deep SAD's training fell apart on CIFAR-10 (issue 50,
+    docs/results/paper-protocol.md, "paper-protocol-branch-norm")."""
+
+    def __init__(self, in_channels: int = 1, width: int = SMALL_CNN_WIDTH, branches: int = 1,
+                 branch_norm: bool = True):
         super().__init__()
 
         def block(c_in, c_out, groups, pool):  # c_in: all branches' input channels; c_out: one branch's
@@ -42,6 +49,7 @@ class SmallCNN(nn.Module):
             return layers + [nn.MaxPool2d(2)] if pool else layers
 
         self.branches = branches
+        self.branch_norm = branch_norm
         # the image is shared (groups=1); from there each branch sees only its own channels
         self.layers = nn.Sequential(*block(in_channels, width, 1, True),
                                     *block(branches * width, 2 * width, branches, True),
@@ -56,7 +64,7 @@ class SmallCNN(nn.Module):
 
     def forward(self, x):
         z = self.layers(x.contiguous(memory_format=torch.channels_last))
-        if self.branches == 1:
+        if self.branches == 1 or not self.branch_norm:
             return z
         per_branch = F.normalize(z.unflatten(1, (self.branches, -1)), dim=2)
         return per_branch.flatten(1) / self.branches ** 0.5
@@ -154,16 +162,17 @@ def imagenet_weights_path(name: str) -> Path:
 
 
 def build_backbone(name: str, weights: str | None = None, in_channels: int = 3, cnn_width: int = SMALL_CNN_WIDTH,
-                   cnn_branches: int = SMALL_CNN_BRANCHES, mlp_width: int = MLP_WIDTH,
-                   mlp_layers: int = MLP_LAYERS) -> tuple[nn.Module, int]:
+                   cnn_branches: int = SMALL_CNN_BRANCHES, cnn_branch_norm: bool = SMALL_CNN_BRANCH_NORM,
+                   mlp_width: int = MLP_WIDTH, mlp_layers: int = MLP_LAYERS) -> tuple[nn.Module, int]:
     """(backbone without its classifier, feature dimension). weights: None,
     "imagenet" (from the local torch cache; never downloaded) or a state-dict file.
     in_channels: the images' channels, or the vectors' length for the MLP.
-    cnn_width, cnn_branches: the small CNN's (SmallCNN's width and branches);
+    cnn_width, cnn_branches, cnn_branch_norm: the small CNN's (SmallCNN's width, branches and
+    branch_norm);
     mlp_width, mlp_layers: the MLP's; the ResNets have their own."""
     if name in ("small_cnn", "mlp"):
         if name == "small_cnn":
-            model = SmallCNN(in_channels, cnn_width, cnn_branches)
+            model = SmallCNN(in_channels, cnn_width, cnn_branches, cnn_branch_norm)
         else:
             model = MLP(in_channels, mlp_width, mlp_layers)
         if weights == "imagenet":
