@@ -21,14 +21,14 @@ def task():
 
 
 def _anchor_reference(z: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, float]:
-    """In float64: the normals' mean (coordinates within 0.1 of 0 pushed out to +-0.1, 0 to +0.1) and
-    the root mean squared distance of the normals to it."""
+    """In float64: the normals' mean and the root mean squared distance of the normals to it."""
     c = z[t > 0].mean(0)
-    c = np.where(np.abs(c) < 0.1, np.where(c < 0, -0.1, 0.1), c)
     return c, float(np.sqrt(((z[t > 0] - c) ** 2).sum(1).mean()))
 
 
-def test_the_anchor_is_the_normals_centre_and_their_rms_distance_to_it():
+def test_the_anchor_is_the_normals_mean_unpushed_and_their_rms_distance_to_it():
+    """The joint term's centre is the normals' mean itself; Deep SAD's own centre (its peer's and
+    step 0's) pushes a coordinate within 0.1 of 0 out to 0.1."""
     rng = np.random.default_rng(1)
     z = rng.normal(size=(40, 6))
     z[:, 0] = 0.03 + 0.001 * rng.normal(size=40)  # a coordinate whose mean lies within 0.1 of 0
@@ -36,7 +36,10 @@ def test_the_anchor_is_the_normals_centre_and_their_rms_distance_to_it():
     c, s = _anchor_reference(z, t)
     anchor = deep_sad.anchor(torch.as_tensor(z), t)
     np.testing.assert_allclose(anchor.centre.double().numpy(), c, rtol=1e-6, atol=1e-7)
-    assert anchor.centre[0] == pytest.approx(0.1) and anchor.scale == pytest.approx(s, rel=1e-6)
+    assert anchor.centre[0] == pytest.approx(0.03, abs=0.001) and anchor.scale == pytest.approx(s, rel=1e-6)
+    pushed = deep_sad.centre(torch.as_tensor(z), t)
+    np.testing.assert_allclose(pushed.numpy(), np.where(np.abs(c) < 0.1, np.where(c < 0, -0.1, 0.1), c), rtol=1e-6)
+    assert float(pushed[0]) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="needs normal training rows"):
         deep_sad.anchor(torch.as_tensor(z), -np.ones(40))
 

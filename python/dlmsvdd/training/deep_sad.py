@@ -6,7 +6,8 @@ ETA / (||phi(x) - c||^2 + EPS); the anomaly score is ||phi(x) - c||^2.
 
 One owner for the objective: the step 0 ``pretrain="deep_sad"`` (``pretrain.deep_sad``) trains the
 network with it before the joint epochs, the joint epochs add it to the margin loss at
-``deep_sad_weight`` (``anchor``, ``anchored_loss``), and the benchmarks' Deep SAD peer
+``deep_sad_weight`` (``anchor``, ``anchored_loss``; its centre the normals' mean without the push, as
+their features have unit norm), and the benchmarks' Deep SAD peer
 (tests/benchmarks/image_peers.py) trains with it throughout."""
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ def _normals_mean(values: torch.Tensor, normal: torch.Tensor, group=None) -> tor
     return mean if values.dim() > 1 else mean[0]
 
 
-def centre(outputs: torch.Tensor, targets, group=None) -> torch.Tensor:
+def centre(outputs: torch.Tensor, targets, group=None, push: bool = True) -> torch.Tensor:
     """c: the mean of the normals' rows (target > 0) of ``outputs`` (every rank's with a process
-    ``group``), each coordinate at least CENTRE_MIN from 0 (one within it pushed out on its own
-    side; exactly 0 to +CENTRE_MIN)."""
+    ``group``); with ``push`` (Deep SAD's, for a network's raw outputs) each coordinate at least
+    CENTRE_MIN from 0 (one within it pushed out on its own side; exactly 0 to +CENTRE_MIN)."""
     normal = torch.as_tensor(np.asarray(targets) > 0, device=outputs.device)
     c = _normals_mean(outputs, normal, group)
+    if not push:
+        return c
     small = c.abs() < CENTRE_MIN
     return torch.where(small & (c < 0), -CENTRE_MIN, torch.where(small, CENTRE_MIN, c))
 
@@ -60,9 +63,13 @@ class Anchor(NamedTuple):
 
 
 def anchor(outputs: torch.Tensor, targets, group=None) -> Anchor:
-    """The ``Anchor`` of the training rows' ``outputs`` (every rank's with a process ``group``)."""
+    """The ``Anchor`` of the training rows' ``outputs`` (every rank's with a process ``group``): the
+    normals' mean itself, without Deep SAD's push. The features it reads have unit norm, so they
+    cannot collapse to zero, which the push guards against; their coordinates are small (about
+    1 / sqrt(dimension)), so the push would move most of them and set the centre off the sphere
+    (issue 50, docs/results/paper-protocol.md, "paper-protocol-anchor-centre")."""
     outputs = outputs.float()
-    c = centre(outputs, targets, group)
+    c = centre(outputs, targets, group, push=False)
     normal = torch.as_tensor(np.asarray(targets) > 0, device=outputs.device)
     mean_squared = _normals_mean(distance(outputs, c), normal, group)
     return Anchor(c, max(float(mean_squared.sqrt()), EPS))  # EPS: outputs that all sit on c
