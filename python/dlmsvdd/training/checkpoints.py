@@ -32,6 +32,7 @@ import torch.distributed as dist
 from dlmsvdd_ext.placement import cpu_copy
 
 from .atomic import open_atomic
+from .models import SMALL_CNN_BRANCH_NORM
 
 FORMAT = 1  # the layout of both kinds; a reader refuses a newer one
 MODEL, TRAINING = "model", "training"
@@ -45,7 +46,7 @@ RENAMED_FIELDS = {"backend": "kernel"}  # issue 35: one name with LpSVDD's
 RESOLVED_SINCE = {"lr_schedule": "constant", "labelled_nu": 1.2, "labelled_slack_scale": 1.0,
                   "labelled_softplus_scale": 1.0, "labelled_ema_half_life": 0.0, "labelled_deep_sad_weight": 0.0}
 # and the small CNN's shape fields added since, which only a small CNN's state resolves (others leave them None)
-SMALL_CNN_RESOLVED_SINCE = {"cnn_branch_norm": True}
+SMALL_CNN_RESOLVED_SINCE = {"cnn_branch_norm": SMALL_CNN_BRANCH_NORM}
 # and those whose value was another resolved field's: labelled anomalies trained at "lr"
 RESOLVED_AS = {"labelled_lr": "lr"}
 
