@@ -13,6 +13,7 @@
 #   DATA=fashion_mnist  PROTOCOL=labelled (or long-tailed: RHOS=100,50,10 instead of RATIOS)
 #   CLASSES=0,...,9  RATIOS=0.1,0.5,0.75  SEEDS=0  METHODS=DLM-SVDD (any of paper_protocol.LABELLED or
 #   LONG_TAILED, separated by ";")  SET="epochs=30 ..." (TrainConfig fields)  WORKERS=8
+#   THREADS=cores/WORKERS (CPU threads a process: 1 when several runs of this script share the machine)
 #   DEVICE=cuda  TAG=DATA  ALONE=1 (the first task alone before the others: the time of a task on its own)
 #   SPLIT_METHODS=1 (each method of a task its own process)  DEADLINE (epoch seconds: no task starts later,
 #   and one still running then is stopped; the records of those finished are kept)
@@ -23,7 +24,7 @@ root=$(cd "${1:?usage: $0 DATA_ROOT [OUT_DIR]}" && pwd)
 out=$(mkdir -p "${2:-gpu-paper-protocol}" && cd "${2:-gpu-paper-protocol}" && pwd)
 here=$(cd "$(dirname "$0")/../.." && pwd)
 data=${DATA:-fashion_mnist}; protocol=${PROTOCOL:-labelled}; tag=${TAG:-$data}; workers=${WORKERS:-8}; device=${DEVICE:-cuda}
-threads=$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))
+threads=${THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 if compgen -G "$here/dlmsvdd_ext/_C*.so" > /dev/null; then
   export PYTHONPATH="$here/python:$here:$here/tests"  # the tree, with its built extension
