@@ -2,7 +2,9 @@
 with other read-outs rests on re-solving the model's own boundary on them."""
 
 import numpy as np
+import pytest
 import torch
+from sklearn.metrics import roc_auc_score
 
 from benchmarks import feature_probe, image_peers
 from dlmsvdd import DLMSVDD, TrainConfig, datasets, tasks
@@ -36,3 +38,29 @@ def test_the_peers_probe_trains_the_peer_as_the_protocol_does():
     row = feature_probe.probe_peer(model, task, config, "classifier")
     assert row["classifier"] == image_peers.fit_peer("classifier", task, config)["val_auroc"]  # seeded alike
     assert 0.5 < row["boundary_on_classifier_features"] <= 1.0
+
+
+def test_the_centre_read_outs_use_the_anchor_the_fit_fixed():
+    task = tasks.make_task(datasets.digits(), 9, ratio=0.1, seed=0)
+    config = TrainConfig(epochs=2, verbose=0, seed=0, normal_class=9, ratio=0.1)
+    model, reference = feature_probe.fit_keeping_anchor(config, task)
+    plain = DLMSVDD(config).fit(task.train, task.val)  # the watch changes nothing of the fit
+    np.testing.assert_array_equal(model.scores(task.val)[0], plain.scores(task.val)[0])
+    assert reference is not None and model.deep_sad_weight_ > 0
+
+    train_feats, train_t = model._features(task.train)
+    val_feats, val_t = model._features(task.val)
+    train_feats, val_feats = train_feats.double(), val_feats.double()
+    row = feature_probe.centre_read_outs(model, reference, train_feats, train_t, val_feats, val_t)
+    # an independent reference in numpy: squared distances, z-scores over the training normals
+    c = reference.centre.double().numpy()
+    d_train = ((train_feats.numpy() - c) ** 2).sum(1)
+    d_val = ((val_feats.numpy() - c) ** 2).sum(1)
+    f_train = np.asarray(model.svdd_.dissimilarity(train_feats))
+    f_val = np.asarray(model.svdd_.dissimilarity(val_feats))
+    normal = train_t > 0
+    blend = ((f_val - f_train[normal].mean()) / f_train[normal].std()
+             + (d_val - d_train[normal].mean()) / d_train[normal].std())
+    assert row["centre_distance"] == pytest.approx(roc_auc_score(val_t < 0, d_val))
+    assert row["blend"] == pytest.approx(roc_auc_score(val_t < 0, blend))
+    assert row["boundary"] == pytest.approx(roc_auc_score(val_t < 0, model.scores(task.val)[0]), abs=1e-4)

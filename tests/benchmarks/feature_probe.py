@@ -9,7 +9,11 @@ augmentation), validation AUROC of:
   ``--gamma-multiples`` (the model's bandwidth is estimated once from the starting features);
 * a logistic regression on the standardised features (scikit-learn, C = 1 and 0.01): a linear read-out
   of the same features, as the supervised classifier peer makes of its own;
-* the mean distance to the 5 nearest training normals in feature space.
+* the mean distance to the 5 nearest training normals in feature space;
+* with Deep SAD's term in the joint epochs (``deep_sad_weight``), the squared distance to that term's
+  centre (Deep SAD's own score, on DLM-SVDD's features), and the blend of the two scores the network
+  was trained for: the boundary's dissimilarity and that distance, each standardised by its mean and
+  standard deviation over the training normals, summed.
 
 With ``--peer classifier`` (or ``deep_sad``) the peer of ``image_peers`` is trained on the same task as
 ``paper_protocol`` trains it, and DLM-SVDD's boundary (its ``nu``, slack penalties and kernel, the
@@ -42,6 +46,7 @@ from image_peers import outputs, train_peer  # noqa: E402
 from paper_protocol import config_for, load_source  # noqa: E402
 
 from dlmsvdd import DLMSVDD, tasks  # noqa: E402
+from dlmsvdd.training import deep_sad  # noqa: E402
 
 K_NEIGHBOURS = 5
 
@@ -57,7 +62,40 @@ def boundary_auroc(boundary, val_feats: torch.Tensor, val_t) -> float:
     return roc_auc_score(val_t < 0, np.asarray(boundary.dissimilarity(val_feats)))
 
 
-def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
+def fit_keeping_anchor(config, task) -> tuple[DLMSVDD, deep_sad.Anchor | None]:
+    """DLM-SVDD fitted on the task, and the reference its joint epochs fixed for Deep SAD's term (None
+    without the term): the fit keeps it to itself, so its one maker is watched for the fit's length."""
+    made, make = [], deep_sad.anchor
+
+    def watched(*args, **kwargs):
+        made.append(make(*args, **kwargs))
+        return made[-1]
+
+    deep_sad.anchor = watched
+    try:
+        model = DLMSVDD(config).fit(task.train, task.val)
+    finally:
+        deep_sad.anchor = make
+    return model, (made[0] if made else None)
+
+
+def centre_read_outs(model: DLMSVDD, reference: deep_sad.Anchor, train_feats, train_t, val_feats, val_t) -> dict:
+    """Validation AUROC of the distance to Deep SAD's centre and of its blend with the boundary."""
+    anomalous, normal = (val_t < 0).astype(int), train_t > 0
+    centre = reference.centre.double().cpu()
+    train_d, val_d = deep_sad.distance(train_feats, centre).numpy(), deep_sad.distance(val_feats, centre).numpy()
+    train_f = np.asarray(model.svdd_.dissimilarity(train_feats))
+    val_f = np.asarray(model.svdd_.dissimilarity(val_feats))
+
+    def standardised(values, reference_values):
+        return (values - reference_values.mean()) / max(float(reference_values.std()), 1e-12)
+
+    blend = standardised(val_f, train_f[normal]) + standardised(val_d, train_d[normal])
+    return {"boundary": roc_auc_score(anomalous, val_f), "centre_distance": roc_auc_score(anomalous, val_d),
+            "blend": roc_auc_score(anomalous, blend)}
+
+
+def probe(model: DLMSVDD, task, gamma_multiples, reference: deep_sad.Anchor | None = None) -> dict:
     """Validation AUROC of the model's score and of the other read-outs of its final features."""
     train_feats, train_t = model._features(task.train)
     val_feats, val_t = model._features(task.val)
@@ -74,6 +112,8 @@ def probe(model: DLMSVDD, task, gamma_multiples) -> dict:
         row[f"logistic_C{c:g}"] = roc_auc_score(anomalous, read_out.decision_function(val_x))
     distances = torch.cdist(val_feats, train_feats[torch.as_tensor(train_t > 0)])
     row["knn_normals"] = roc_auc_score(anomalous, distances.topk(K_NEIGHBOURS, largest=False).values.mean(1).numpy())
+    if reference is not None:
+        row.update(centre_read_outs(model, reference, train_feats, train_t, val_feats, val_t))
     return row
 
 
@@ -108,10 +148,10 @@ def main(argv=None) -> None:
         task = tasks.make_task(source, cls, ratio=args.ratio, seed=args.seed)
         start = time.perf_counter()
         config = config_for(source, cls, args.seed, {}, ratio=args.ratio)
-        model = DLMSVDD(config).fit(task.train, task.val)
+        model, reference = fit_keeping_anchor(config, task)
         row = {"data": args.data, "class": cls, "ratio": args.ratio, "seed": args.seed,
                "fit_seconds": time.perf_counter() - start, "kept_epoch": model.best_epoch_,
-               **probe(model, task, args.gamma_multiples)}
+               **probe(model, task, args.gamma_multiples, reference)}
         if args.peer:
             row.update(probe_peer(model, task, config, args.peer))
         with args.output.open("a") as f:
